@@ -1,0 +1,1 @@
+//! harch-prompts

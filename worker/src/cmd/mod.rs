@@ -1,0 +1,3 @@
+pub mod explain;
+pub mod ops;
+pub mod show;
