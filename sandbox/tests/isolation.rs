@@ -1,0 +1,117 @@
+//! The sandbox's promises, each proven against the real kernel: writes outside the writable area
+//! fail, staged truth and library files cannot be changed, rlimits bite.
+
+mod common;
+
+use common::{landlock_available, sh, workspace, workspace_with};
+
+#[tokio::test]
+async fn writes_land_only_in_the_writable_area_home_and_tmp() {
+    if !landlock_available() {
+        return;
+    }
+    let f = workspace();
+    let escape_tmp = std::env::temp_dir().join(format!("harch-escape-{}", std::process::id()));
+    let script = format!(
+        "echo ok > specs/models/m.yaml; echo ok > specs/components/drafts/d.yaml; \
+         echo ok > \"$HOME/h\"; echo ok > \"$TMPDIR/t\"; \
+         echo bad > {outside}; echo bad > {tmp}; echo bad > ../escape.txt; echo bad > specs/x.yaml; \
+         mkdir ../newdir; echo done",
+        outside = f.outside.display(),
+        tmp = escape_tmp.display()
+    );
+    let (report, out, err) = sh(&f.ws, &script).await;
+    assert!(report.landlock_enforced);
+    assert_eq!(out.trim(), "done");
+    let root = f.ws.root();
+    for ok in ["specs/models/m.yaml", "specs/components/drafts/d.yaml"] {
+        assert!(root.join(ok).exists(), "{ok} should be writable");
+    }
+    assert!(f.ws.home().join("h").exists());
+    assert!(f.ws.tmp().join("t").exists());
+    assert!(!f.outside.exists(), "write outside the job dir must fail");
+    assert!(!escape_tmp.exists(), "write to the system /tmp must fail");
+    assert!(!f.ws.job_dir().join("escape.txt").exists());
+    assert!(!root.join("specs/x.yaml").exists());
+    assert!(!f.ws.job_dir().join("newdir").exists());
+    assert!(err.contains("Permission denied"), "{err}");
+}
+
+#[tokio::test]
+async fn staged_truth_and_library_cannot_be_modified() {
+    if !landlock_available() {
+        return;
+    }
+    let f = workspace();
+    let config = f.ws.truth_dir().join("config.json");
+    let component =
+        f.ws.specs_dir()
+            .join("components/library/gqa_attention.yaml");
+    let before = std::fs::read(&config).unwrap();
+    let script = "echo bad > truth/config.json; echo bad >> truth/config.json; \
+        chmod 644 truth/config.json; rm -f truth/config.json; mv truth/config.json truth/c2; \
+        ln -s /etc/passwd truth/link; echo bad > truth/new.json; \
+        echo bad > specs/components/library/gqa_attention.yaml; \
+        rm -f specs/components/library/gqa_attention.yaml; \
+        cp truth/config.json specs/models/copy.json; echo done";
+    let (_, out, _) = sh(&f.ws, script).await;
+    assert_eq!(out.trim(), "done");
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(&component).unwrap(),
+        "component: gqa\n"
+    );
+    assert!(!f.ws.truth_dir().join("c2").exists());
+    assert!(!f.ws.truth_dir().join("new.json").exists());
+    assert!(std::fs::symlink_metadata(f.ws.truth_dir().join("link")).is_err());
+    // Reading is allowed: the copy into the writable area worked.
+    assert_eq!(
+        std::fs::read(f.ws.specs_dir().join("models/copy.json")).unwrap(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn file_size_limit_stops_a_large_write() {
+    let f = workspace_with(|s| s.limits.max_file_size_bytes = Some(1 << 20));
+    let (report, _, _) = sh(&f.ws, "head -c 3000000 /dev/zero > specs/models/big.bin").await;
+    assert_ne!(report.exit_code, Some(0), "{report:?}");
+    let size = std::fs::metadata(f.ws.specs_dir().join("models/big.bin"))
+        .unwrap()
+        .len();
+    assert_eq!(size, 1 << 20);
+}
+
+#[tokio::test]
+async fn process_limit_stops_forking() {
+    // RLIMIT_NPROC counts every process of the user, so 1 forbids any fork from the sandbox.
+    // The kernel never applies it to uid 0, so a root worker runs the sandbox as `nobody`.
+    let root = unsafe { libc_geteuid() } == 0;
+    let f = workspace_with(|s| {
+        s.limits.max_processes = Some(1);
+        if root {
+            s.run_as = Some((65534, 65534));
+        }
+    });
+    if root {
+        use std::os::unix::fs::PermissionsExt;
+        let top = f.ws.job_dir().parent().unwrap();
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (report, out, err) = sh(&f.ws, "/bin/true & wait; echo forked").await;
+    assert_ne!(out.trim(), "forked", "fork succeeded; stderr: {err}");
+    assert_ne!(report.exit_code, Some(0));
+    assert!(err.contains("fork"), "failed for another reason: {err}");
+}
+
+#[tokio::test]
+async fn open_files_limit_applies() {
+    let f = workspace_with(|s| s.limits.max_open_files = Some(17));
+    let (_, out, _) = sh(&f.ws, "ulimit -n").await;
+    assert_eq!(out.trim(), "17");
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}

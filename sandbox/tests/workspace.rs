@@ -1,0 +1,119 @@
+//! Staging and the path checks used by in-process tools.
+
+mod common;
+
+use harch_sandbox::{StageSpec, StagedFile, Workspace};
+
+#[test]
+fn staging_lays_out_read_only_truth_and_library() {
+    let f = common::workspace();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(f.ws.truth_dir().join("config.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o222, 0, "staged truth is not writable");
+    assert!(f.ws.truth_dir().join("source/modeling_x.py").is_file());
+    assert!(
+        f.ws.specs_dir()
+            .join("components/library/gqa_attention.yaml")
+            .is_file()
+    );
+    for dir in f.ws.writable_dirs() {
+        assert!(dir.is_dir());
+    }
+}
+
+#[test]
+fn recreating_restages_truth_and_keeps_the_agents_work() {
+    let f = common::workspace();
+    std::fs::write(f.ws.specs_dir().join("models/m.yaml"), "kept").unwrap();
+    let spec = StageSpec {
+        truth_files: vec![StagedFile::bytes("config.json", b"{\"v\":2}".to_vec())],
+        seed_files: vec![StagedFile::bytes("models/m.yaml", b"seed".to_vec())],
+        ..StageSpec::default()
+    };
+    let ws = Workspace::create(f.ws.job_dir(), &spec).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.truth_dir().join("config.json")).unwrap(),
+        "{\"v\":2}"
+    );
+    assert!(!ws.truth_dir().join("source").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.specs_dir().join("models/m.yaml")).unwrap(),
+        "kept"
+    );
+}
+
+#[test]
+fn bad_staging_paths_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    for spec in [
+        StageSpec {
+            truth_files: vec![StagedFile::bytes("../x", b"".to_vec())],
+            ..StageSpec::default()
+        },
+        StageSpec {
+            truth_files: vec![StagedFile::bytes("/etc/x", b"".to_vec())],
+            ..StageSpec::default()
+        },
+        StageSpec {
+            seed_files: vec![StagedFile::bytes("arch/dims.yaml", b"".to_vec())],
+            ..StageSpec::default()
+        },
+    ] {
+        let err = Workspace::create(tmp.path(), &spec).unwrap_err();
+        assert!(err.to_string().contains("must be relative"), "{err}");
+    }
+}
+
+#[test]
+fn write_paths_stay_in_the_writable_area() {
+    let f = common::workspace();
+    let ok = f.ws.resolve_write("specs/models/m.yaml").unwrap();
+    assert_eq!(ok, f.ws.specs_dir().join("models/m.yaml"));
+    assert!(
+        f.ws.resolve_write("./specs/components/drafts/new/x.yaml")
+            .is_ok()
+    );
+    for bad in [
+        "truth/config.json",
+        "specs/components/library/gqa_attention.yaml",
+        "specs/models/../../truth/x",
+        "/etc/passwd",
+        "specs/models",
+        "notes.txt",
+    ] {
+        assert!(f.ws.resolve_write(bad).is_err(), "{bad} accepted");
+    }
+    std::os::unix::fs::symlink(f.ws.truth_dir(), f.ws.specs_dir().join("models/link")).unwrap();
+    let err =
+        f.ws.resolve_write("specs/models/link/config.json")
+            .unwrap_err();
+    assert!(err.to_string().contains("writable"), "{err}");
+}
+
+#[test]
+fn read_paths_stay_in_the_workspace() {
+    let f = common::workspace();
+    assert!(f.ws.resolve_read("truth/config.json").is_ok());
+    assert!(f.ws.resolve_read("../logs").is_err());
+    assert!(f.ws.resolve_read("/etc/passwd").is_err());
+    std::os::unix::fs::symlink("/etc/passwd", f.ws.specs_dir().join("models/pw")).unwrap();
+    let err = f.ws.resolve_read("specs/models/pw").unwrap_err();
+    assert!(err.to_string().contains("outside the workspace"), "{err}");
+}
+
+#[test]
+fn the_snapshot_sees_what_changed() {
+    let f = common::workspace();
+    let before = f.ws.snapshot_writable();
+    assert_eq!(before.files().count(), 0);
+    std::fs::write(f.ws.specs_dir().join("models/m.yaml"), "a").unwrap();
+    let after = f.ws.snapshot_writable();
+    assert_eq!(
+        after.changed_since(&before),
+        vec![std::path::PathBuf::from("specs/models/m.yaml")]
+    );
+    assert!(f.ws.snapshot_writable().changed_since(&after).is_empty());
+}
