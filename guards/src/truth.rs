@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+pub mod header;
+pub mod index;
+pub mod ranges;
+
 /// Storage dtype of a safetensors tensor.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

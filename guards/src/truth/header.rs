@@ -1,0 +1,577 @@
+//! Safetensors header parsing: the 8-byte little-endian length, then a JSON object mapping
+//! tensor names to `{dtype, shape, data_offsets}` plus an optional `__metadata__` string map.
+//!
+//! Input is hostile (a truncated download, a hand-edited fixture, a malicious repo), so every
+//! rule the safetensors format states is checked and reported with the tensor it concerns.
+
+use std::collections::BTreeMap;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+use super::{Dtype, TensorInfo};
+
+/// Largest header we accept. The safetensors reference implementation caps at 100 MB too:
+/// a larger "header" is a corrupt length prefix, not a real checkpoint.
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// Bytes before the JSON header: its length as a little-endian u64.
+pub const LEN_PREFIX: u64 = 8;
+
+/// One parsed header: tensors sorted by name, with their payload byte ranges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub tensors: Vec<HeaderTensor>,
+    /// The `__metadata__` map (e.g. `{"format": "pt"}`), when present.
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// Length of the JSON header in bytes (without the 8-byte prefix).
+    pub json_len: u64,
+}
+
+impl Header {
+    /// Bytes of payload the header describes (end of the last tensor).
+    pub fn payload_len(&self) -> u64 {
+        self.tensors
+            .iter()
+            .map(|t| t.data_offsets.1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Length of the whole file this header belongs to: prefix + header + payload.
+    pub fn file_len(&self) -> u64 {
+        LEN_PREFIX + self.json_len + self.payload_len()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderTensor {
+    pub info: TensorInfo,
+    /// `[begin, end)` relative to the start of the payload.
+    pub data_offsets: (u64, u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("file is {len} bytes long; a safetensors file starts with an 8-byte header length")]
+    TooShort { len: u64 },
+    #[error(
+        "header length prefix says {len} bytes, over the {max}-byte cap: not a safetensors file or corrupt"
+    )]
+    HeaderTooLarge { len: u64, max: u64 },
+    #[error(
+        "header needs {needed} bytes after the length prefix but only {have} are present (truncated)"
+    )]
+    Truncated { needed: u64, have: u64 },
+    #[error("header is not valid UTF-8 (first bad byte at offset {offset} of the JSON)")]
+    NotUtf8 { offset: usize },
+    #[error("header is not valid JSON at line {line}, column {column}: {message}")]
+    InvalidJson {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("header names tensor `{tensor}` twice")]
+    DuplicateTensor { tensor: String },
+    #[error("tensor `{tensor}`: {message}")]
+    BadEntry { tensor: String, message: String },
+    #[error("tensor `{tensor}`: unknown dtype `{dtype}`")]
+    UnknownDtype { tensor: String, dtype: String },
+    #[error("tensor `{tensor}`: shape {message}")]
+    BadShape { tensor: String, message: String },
+    #[error("tensor `{tensor}`: data_offsets [{begin}, {end}] run backwards")]
+    BackwardOffsets {
+        tensor: String,
+        begin: u64,
+        end: u64,
+    },
+    #[error("tensor `{tensor}`: {actual} payload bytes but {dtype} {shape:?} needs {expected}")]
+    SizeMismatch {
+        tensor: String,
+        dtype: Dtype,
+        shape: Vec<u64>,
+        expected: u128,
+        actual: u64,
+    },
+    #[error("tensor `{tensor}` starts at byte {begin}, inside `{other}` which ends at {other_end}")]
+    Overlap {
+        tensor: String,
+        begin: u64,
+        other: String,
+        other_end: u64,
+    },
+    #[error(
+        "tensor `{tensor}` starts at byte {begin} but the previous tensor ends at {expected}: {gap}-byte gap"
+    )]
+    Gap {
+        tensor: String,
+        begin: u64,
+        expected: u64,
+        gap: u64,
+    },
+    #[error("tensor `{tensor}` ends at payload byte {end} but the payload is {payload_len} bytes")]
+    PastEnd {
+        tensor: String,
+        end: u64,
+        payload_len: u64,
+    },
+    #[error(
+        "tensors end at payload byte {end} but the payload is {payload_len} bytes: trailing bytes no tensor owns"
+    )]
+    TrailingBytes { end: u64, payload_len: u64 },
+    #[error("`__metadata__` must map strings to strings: {message}")]
+    BadMetadata { message: String },
+}
+
+/// Reads the 8-byte length prefix and applies the size cap.
+pub fn json_len(prefix: &[u8]) -> Result<u64, HeaderError> {
+    let Some(head) = prefix.get(..LEN_PREFIX as usize) else {
+        return Err(HeaderError::TooShort {
+            len: prefix.len() as u64,
+        });
+    };
+    let mut le = [0u8; 8];
+    le.copy_from_slice(head);
+    let len = u64::from_le_bytes(le);
+    if len > MAX_HEADER_LEN {
+        return Err(HeaderError::HeaderTooLarge {
+            len,
+            max: MAX_HEADER_LEN,
+        });
+    }
+    Ok(len)
+}
+
+/// Parses the start of a `.safetensors` file: the length prefix and the complete JSON header.
+/// Extra bytes after the header (payload) are ignored. `file_len`, when known, lets the offsets
+/// be checked against the real payload size.
+pub fn parse_file_prefix(bytes: &[u8], file_len: Option<u64>) -> Result<Header, HeaderError> {
+    let len = json_len(bytes)?;
+    let have = bytes.len() as u64 - LEN_PREFIX;
+    if have < len {
+        return Err(HeaderError::Truncated { needed: len, have });
+    }
+    let json = &bytes[LEN_PREFIX as usize..(LEN_PREFIX + len) as usize];
+    let payload_len = match file_len {
+        Some(total) if total < LEN_PREFIX + len => {
+            return Err(HeaderError::Truncated {
+                needed: len,
+                have: total.saturating_sub(LEN_PREFIX),
+            });
+        }
+        Some(total) => Some(total - LEN_PREFIX - len),
+        None => None,
+    };
+    parse_json(json, payload_len)
+}
+
+/// Parses a bare JSON header (as in `shards/<file>.header.json`). `payload_len`, when known,
+/// is the number of payload bytes after the header.
+pub fn parse_json(json: &[u8], payload_len: Option<u64>) -> Result<Header, HeaderError> {
+    if json.len() as u64 > MAX_HEADER_LEN {
+        return Err(HeaderError::HeaderTooLarge {
+            len: json.len() as u64,
+            max: MAX_HEADER_LEN,
+        });
+    }
+    let text = std::str::from_utf8(json).map_err(|e| HeaderError::NotUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw = de
+        .deserialize_map(RawHeaderVisitor)
+        .and_then(|raw| de.end().map(|()| raw))
+        .map_err(|e| HeaderError::InvalidJson {
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+    let raw = raw?;
+    let mut tensors = raw
+        .entries
+        .into_iter()
+        .map(|(name, value)| entry(name, value))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_layout(&mut tensors, payload_len)?;
+    tensors.sort_unstable_by(|a, b| a.info.name.cmp(&b.info.name));
+    Ok(Header {
+        tensors,
+        metadata: raw.metadata,
+        json_len: json.len() as u64,
+    })
+}
+
+/// serde_json appends " at line L column C"; we report those as fields.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+struct RawHeader {
+    entries: Vec<(String, serde_json::Value)>,
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+/// Visits the top-level object entry by entry, so duplicate names are caught (a map type would
+/// silently keep the last) and each entry's errors can name its tensor.
+struct RawHeaderVisitor;
+
+impl<'de> Visitor<'de> for RawHeaderVisitor {
+    type Value = Result<RawHeader, HeaderError>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object mapping tensor names to {dtype, shape, data_offsets}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries: Vec<(String, serde_json::Value)> = Vec::new();
+        let mut metadata = None;
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value: serde_json::Value = map.next_value()?;
+            if !seen.insert(key.clone()) {
+                return Ok(Err(HeaderError::DuplicateTensor { tensor: key }));
+            }
+            if key == "__metadata__" {
+                match metadata_map(value) {
+                    Ok(m) => metadata = Some(m),
+                    Err(e) => return Ok(Err(e)),
+                }
+            } else {
+                entries.push((key, value));
+            }
+        }
+        Ok(Ok(RawHeader { entries, metadata }))
+    }
+}
+
+fn metadata_map(value: serde_json::Value) -> Result<BTreeMap<String, String>, HeaderError> {
+    let serde_json::Value::Object(obj) = value else {
+        return Err(HeaderError::BadMetadata {
+            message: format!("got {}", kind(&value)),
+        });
+    };
+    obj.into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => Ok((k, s)),
+            other => Err(HeaderError::BadMetadata {
+                message: format!("key `{k}` holds {}", kind(&other)),
+            }),
+        })
+        .collect()
+}
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn entry(name: String, value: serde_json::Value) -> Result<HeaderTensor, HeaderError> {
+    let bad = |message: String| HeaderError::BadEntry {
+        tensor: name.clone(),
+        message,
+    };
+    let serde_json::Value::Object(obj) = &value else {
+        return Err(bad(format!(
+            "expected an object {{dtype, shape, data_offsets}}, got {}",
+            kind(&value)
+        )));
+    };
+    let dtype_text = match obj.get("dtype") {
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => return Err(bad(format!("dtype must be a string, got {}", kind(other)))),
+        None => return Err(bad("missing `dtype`".into())),
+    };
+    let dtype = Dtype::parse(dtype_text).ok_or_else(|| HeaderError::UnknownDtype {
+        tensor: name.clone(),
+        dtype: dtype_text.clone(),
+    })?;
+    let shape = match obj.get("shape") {
+        Some(serde_json::Value::Array(dims)) => dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                non_negative(d).map_err(|why| HeaderError::BadShape {
+                    tensor: name.clone(),
+                    message: format!("dimension {i} is {why}"),
+                })
+            })
+            .collect::<Result<Vec<u64>, _>>()?,
+        Some(other) => {
+            return Err(HeaderError::BadShape {
+                tensor: name.clone(),
+                message: format!("must be an array of integers, got {}", kind(other)),
+            });
+        }
+        None => return Err(bad("missing `shape`".into())),
+    };
+    let offsets = match obj.get("data_offsets") {
+        Some(serde_json::Value::Array(o)) if o.len() == 2 => {
+            let begin =
+                non_negative(&o[0]).map_err(|why| bad(format!("data_offsets begin is {why}")))?;
+            let end =
+                non_negative(&o[1]).map_err(|why| bad(format!("data_offsets end is {why}")))?;
+            (begin, end)
+        }
+        Some(_) => return Err(bad("data_offsets must be [begin, end]".into())),
+        None => return Err(bad("missing `data_offsets`".into())),
+    };
+    if offsets.1 < offsets.0 {
+        return Err(HeaderError::BackwardOffsets {
+            tensor: name,
+            begin: offsets.0,
+            end: offsets.1,
+        });
+    }
+    let info = TensorInfo {
+        name,
+        dtype,
+        shape,
+        shard: None,
+    };
+    let actual = offsets.1 - offsets.0;
+    // numel can exceed u64 for hostile shapes; u128 products of u64 dims can overflow too.
+    let expected = info
+        .shape
+        .iter()
+        .try_fold(dtype.size_bytes() as u128, |acc, &d| {
+            acc.checked_mul(d as u128)
+        });
+    if expected != Some(actual as u128) {
+        return Err(HeaderError::SizeMismatch {
+            expected: expected.unwrap_or(u128::MAX),
+            actual,
+            dtype,
+            shape: info.shape,
+            tensor: info.name,
+        });
+    }
+    Ok(HeaderTensor {
+        info,
+        data_offsets: offsets,
+    })
+}
+
+fn non_negative(v: &serde_json::Value) -> Result<u64, String> {
+    match v {
+        serde_json::Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Ok(u)
+            } else if n.as_i64().is_some() {
+                Err(format!("negative ({n})"))
+            } else {
+                Err(format!("not an integer ({n})"))
+            }
+        }
+        other => Err(format!("{} (expected a non-negative integer)", kind(other))),
+    }
+}
+
+/// Tensors must tile the payload: starting at 0, each beginning where the previous ended, the
+/// last ending at the payload's end (when its length is known). Zero-byte tensors may share an
+/// offset.
+fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Result<(), HeaderError> {
+    tensors.sort_unstable_by(|a, b| {
+        (a.data_offsets, &a.info.name).cmp(&(b.data_offsets, &b.info.name))
+    });
+    let mut cursor = 0u64;
+    let mut prev: Option<&HeaderTensor> = None;
+    for t in tensors.iter() {
+        let (begin, end) = t.data_offsets;
+        if begin < cursor {
+            let other = prev.map(|p| p.info.name.clone()).unwrap_or_default();
+            return Err(HeaderError::Overlap {
+                tensor: t.info.name.clone(),
+                begin,
+                other,
+                other_end: cursor,
+            });
+        }
+        if begin > cursor {
+            return Err(HeaderError::Gap {
+                tensor: t.info.name.clone(),
+                begin,
+                expected: cursor,
+                gap: begin - cursor,
+            });
+        }
+        if let Some(len) = payload_len
+            && end > len
+        {
+            return Err(HeaderError::PastEnd {
+                tensor: t.info.name.clone(),
+                end,
+                payload_len: len,
+            });
+        }
+        cursor = end;
+        prev = Some(t);
+    }
+    match payload_len {
+        Some(len) if cursor < len => Err(HeaderError::TrailingBytes {
+            end: cursor,
+            payload_len: len,
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(json: &str) -> Vec<u8> {
+        let mut v = (json.len() as u64).to_le_bytes().to_vec();
+        v.extend_from_slice(json.as_bytes());
+        v
+    }
+
+    #[test]
+    fn parses_a_minimal_file_and_sorts_by_name() {
+        let h = parse_file_prefix(
+            &file(r#"{"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"BF16","shape":[],"data_offsets":[8,10]},"__metadata__":{"format":"pt"}}"#),
+            None,
+        )
+        .unwrap();
+        assert_eq!(h.tensors[0].info.name, "a");
+        assert_eq!(h.tensors[1].data_offsets, (0, 8));
+        assert_eq!(h.payload_len(), 10);
+        assert_eq!(h.metadata.unwrap()["format"], "pt");
+    }
+
+    #[test]
+    fn each_defect_has_its_own_error() {
+        type Case = (&'static str, fn(&HeaderError) -> bool);
+        let cases: &[Case] = &[
+            (
+                r#"{"t":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}"#,
+                |e| matches!(e, HeaderError::UnknownDtype { tensor, dtype } if tensor == "t" && dtype == "F33"),
+            ),
+            (
+                r#"{"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}"#,
+                |e| matches!(e, HeaderError::BadShape { message, .. } if message.contains("negative")),
+            ),
+            (
+                r#"{"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}"#,
+                |e| matches!(e, HeaderError::BadShape { message, .. } if message.contains("not an integer")),
+            ),
+            (
+                r#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#,
+                |e| {
+                    matches!(
+                        e,
+                        HeaderError::SizeMismatch {
+                            expected: 8,
+                            actual: 4,
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}"#,
+                |e| matches!(e, HeaderError::Overlap { tensor, other, .. } if tensor == "b" && other == "a"),
+            ),
+            (
+                r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[1,5]}}"#,
+                |e| matches!(e, HeaderError::Gap { gap: 1, .. }),
+            ),
+            (
+                r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[4,0]}}"#,
+                |e| matches!(e, HeaderError::BackwardOffsets { .. }),
+            ),
+            (
+                r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}"#,
+                |e| matches!(e, HeaderError::DuplicateTensor { tensor } if tensor == "a"),
+            ),
+            (r#"{"__metadata__":{"format":1}}"#, |e| {
+                matches!(e, HeaderError::BadMetadata { .. })
+            }),
+            (r#"{"a":{"dtype":"U8","shape":[1]}}"#, |e| {
+                matches!(e, HeaderError::BadEntry { .. })
+            }),
+            (r#"{"a": 3}"#, |e| matches!(e, HeaderError::BadEntry { .. })),
+            (r#"[1,2]"#, |e| matches!(e, HeaderError::InvalidJson { .. })),
+            (
+                r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}} x"#,
+                |e| matches!(e, HeaderError::InvalidJson { line: 1, .. }),
+            ),
+        ];
+        for (json, ok) in cases {
+            let err = parse_json(json.as_bytes(), None).unwrap_err();
+            assert!(ok(&err), "{json}: got {err:?}");
+            assert!(!err.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn payload_length_is_enforced_both_ways() {
+        let json = r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#;
+        assert!(parse_json(json.as_bytes(), Some(4)).is_ok());
+        assert!(matches!(
+            parse_json(json.as_bytes(), Some(3)),
+            Err(HeaderError::PastEnd {
+                end: 4,
+                payload_len: 3,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_json(json.as_bytes(), Some(5)),
+            Err(HeaderError::TrailingBytes {
+                end: 4,
+                payload_len: 5
+            })
+        ));
+        let f = file(json);
+        let total = f.len() as u64 + 4;
+        assert!(parse_file_prefix(&f, Some(total)).is_ok());
+    }
+
+    #[test]
+    fn prefix_errors() {
+        assert_eq!(json_len(&[1, 2]), Err(HeaderError::TooShort { len: 2 }));
+        let big = (MAX_HEADER_LEN + 1).to_le_bytes();
+        assert!(matches!(
+            json_len(&big),
+            Err(HeaderError::HeaderTooLarge { .. })
+        ));
+        let mut f = file(r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#);
+        f.truncate(20);
+        assert!(matches!(
+            parse_file_prefix(&f, None),
+            Err(HeaderError::Truncated { have: 12, .. })
+        ));
+        let mut raw = file(r#"{"ab":1}"#);
+        raw[10] = 0xff;
+        assert!(matches!(
+            parse_file_prefix(&raw, None),
+            Err(HeaderError::NotUtf8 { .. })
+        ));
+    }
+
+    #[test]
+    fn zero_sized_tensors_may_share_an_offset() {
+        let json = r#"{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"U8","shape":[0,3],"data_offsets":[0,0]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
+        assert_eq!(
+            parse_json(json.as_bytes(), Some(1)).unwrap().tensors.len(),
+            3
+        );
+    }
+
+    #[test]
+    fn shape_overflow_is_a_size_mismatch_not_a_panic() {
+        let json = r#"{"a":{"dtype":"F64","shape":[18446744073709551615,18446744073709551615,18446744073709551615],"data_offsets":[0,1]}}"#;
+        assert!(matches!(
+            parse_json(json.as_bytes(), None),
+            Err(HeaderError::SizeMismatch { .. })
+        ));
+    }
+}

@@ -1,0 +1,454 @@
+//! Range-compressed tensor lists, one line per group of same-shaped tensors:
+//!
+//! ```text
+//! model.layers.{3-60}.mlp.experts.{0-255}.down_proj.weight F8_E4M3 [7168, 2048]
+//! ```
+//!
+//! Numeric path segments become index sets (`{0-2,5,7-9}`); a line stands for the cartesian
+//! product of its sets, so groups whose indices are not a product split into several lines.
+//! [`expand`] reproduces exactly the tensor set [`compress`] was given (names, dtypes, shapes;
+//! shard placement is not kept). Names the pattern syntax cannot carry (braces, whitespace,
+//! quotes) are written as a JSON string with no sets.
+//!
+//! Used by the bundled snapshots and in agent prompts: DeepSeek-V3's 91,991 tensors are a few
+//! dozen lines.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+
+use super::{Dtype, TensorInfo};
+
+/// Expansion refuses to produce more tensors than this: a hostile line like
+/// `x.{0-99999999999}` must fail, not exhaust memory.
+pub const MAX_EXPANDED: u64 = 10_000_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RangesError {
+    #[error("line {line}: {message}")]
+    Syntax { line: usize, message: String },
+    #[error("line {line}: expands to more than {max} tensors")]
+    TooMany { line: usize, max: u64 },
+    #[error("line {line}: tensor `{tensor}` was already listed")]
+    Duplicate { line: usize, tensor: String },
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Segment {
+    Literal(String),
+    Index,
+}
+
+/// Group key: the name with numeric segments replaced by placeholders, dtype and shape.
+type GroupKey = (Vec<Segment>, Dtype, Vec<u64>);
+
+/// Compresses a tensor list into lines (sorted, newline-terminated).
+pub fn compress(tensors: &[TensorInfo]) -> String {
+    let mut groups: BTreeMap<GroupKey, Vec<Vec<u64>>> = BTreeMap::new();
+    let mut verbatim: Vec<&TensorInfo> = Vec::new();
+    for t in tensors {
+        if needs_quoting(&t.name) {
+            verbatim.push(t);
+            continue;
+        }
+        let mut template = Vec::new();
+        let mut indices = Vec::new();
+        for seg in t.name.split('.') {
+            match canonical_index(seg) {
+                Some(i) => {
+                    template.push(Segment::Index);
+                    indices.push(i);
+                }
+                None => template.push(Segment::Literal(seg.to_string())),
+            }
+        }
+        groups
+            .entry((template, t.dtype, t.shape.clone()))
+            .or_default()
+            .push(indices);
+    }
+    let mut lines = Vec::new();
+    for ((template, dtype, shape), tuples) in groups {
+        let tuples: BTreeSet<Vec<u64>> = tuples.into_iter().collect();
+        let tuples: Vec<Vec<u64>> = tuples.into_iter().collect();
+        for product in cover(&tuples) {
+            lines.push(format!(
+                "{} {dtype} {}",
+                render_name(&template, &product),
+                render_shape(&shape)
+            ));
+        }
+    }
+    for t in verbatim {
+        let quoted = serde_json::to_string(&t.name).unwrap_or_default();
+        lines.push(format!("{quoted} {} {}", t.dtype, render_shape(&t.shape)));
+    }
+    lines.sort();
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// Expands compressed lines back into tensors, sorted by name. Blank lines and lines starting
+/// with `#` are ignored.
+pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
+    let mut out = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let syntax = |message: String| RangesError::Syntax { line, message };
+        let (name_part, rest) = split_name(trimmed).map_err(syntax)?;
+        let (dtype_text, shape_text) = rest
+            .trim_start()
+            .split_once(' ')
+            .ok_or_else(|| syntax("expected `NAME DTYPE [SHAPE]`".into()))?;
+        let dtype = Dtype::parse(dtype_text)
+            .ok_or_else(|| syntax(format!("unknown dtype `{dtype_text}`")))?;
+        let shape = parse_shape(shape_text.trim()).map_err(syntax)?;
+        let names = expand_name(name_part, line)?;
+        for name in names {
+            if !seen.insert(name.clone()) {
+                return Err(RangesError::Duplicate { line, tensor: name });
+            }
+            if seen.len() as u64 > MAX_EXPANDED {
+                return Err(RangesError::TooMany {
+                    line,
+                    max: MAX_EXPANDED,
+                });
+            }
+            out.push(TensorInfo {
+                name,
+                dtype,
+                shape: shape.clone(),
+                shard: None,
+            });
+        }
+    }
+    out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn needs_quoting(name: &str) -> bool {
+    name.is_empty()
+        || name.starts_with('"')
+        || name.starts_with('#')
+        || name
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_whitespace())
+}
+
+/// Only canonical decimals are indices, so `expand` writes back the very same text
+/// (`007` stays a literal).
+fn canonical_index(seg: &str) -> Option<u64> {
+    if seg.is_empty() || !seg.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if seg.len() > 1 && seg.starts_with('0') {
+        return None;
+    }
+    seg.parse().ok()
+}
+
+/// Covers a set of index tuples (all the same length, sorted, distinct) exactly by cartesian
+/// products of index sets. Leading values whose remaining tuples are identical share a line,
+/// which is what makes `layers × experts` one line.
+fn cover(tuples: &[Vec<u64>]) -> Vec<Vec<BTreeSet<u64>>> {
+    let Some(first) = tuples.first() else {
+        return Vec::new();
+    };
+    if first.is_empty() {
+        return vec![Vec::new()];
+    }
+    let mut rest_by_head: BTreeMap<u64, Vec<Vec<u64>>> = BTreeMap::new();
+    for t in tuples {
+        rest_by_head.entry(t[0]).or_default().push(t[1..].to_vec());
+    }
+    let mut heads_by_rest: BTreeMap<Vec<Vec<u64>>, BTreeSet<u64>> = BTreeMap::new();
+    for (head, rest) in rest_by_head {
+        heads_by_rest.entry(rest).or_default().insert(head);
+    }
+    let mut out = Vec::new();
+    for (rest, heads) in heads_by_rest {
+        for mut tail in cover(&rest) {
+            tail.insert(0, heads.clone());
+            out.push(tail);
+        }
+    }
+    out
+}
+
+fn render_name(template: &[Segment], sets: &[BTreeSet<u64>]) -> String {
+    let mut sets = sets.iter();
+    let mut parts = Vec::with_capacity(template.len());
+    for seg in template {
+        match seg {
+            Segment::Literal(s) => parts.push(s.clone()),
+            Segment::Index => {
+                let set = sets.next().cloned().unwrap_or_default();
+                parts.push(render_set(&set));
+            }
+        }
+    }
+    parts.join(".")
+}
+
+/// A single index is written bare (`layers.61`); several as `{0-2,5}`.
+fn render_set(set: &BTreeSet<u64>) -> String {
+    if set.len() == 1 {
+        return set.iter().next().map(u64::to_string).unwrap_or_default();
+    }
+    let mut out = String::from("{");
+    let mut iter = set.iter().copied().peekable();
+    let mut first = true;
+    while let Some(start) = iter.next() {
+        let mut end = start;
+        while iter.peek() == Some(&(end + 1)) {
+            end += 1;
+            iter.next();
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        if start == end {
+            let _ = write!(out, "{start}");
+        } else {
+            let _ = write!(out, "{start}-{end}");
+        }
+    }
+    out.push('}');
+    out
+}
+
+fn render_shape(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Splits the name (a pattern, or a JSON string) from the rest of the line.
+fn split_name(line: &str) -> Result<(NamePart<'_>, &str), String> {
+    if line.starts_with('"') {
+        let mut de = serde_json::Deserializer::from_str(line).into_iter::<String>();
+        let name = match de.next() {
+            Some(Ok(n)) => n,
+            _ => return Err("unterminated or invalid quoted name".into()),
+        };
+        let used = de.byte_offset();
+        Ok((NamePart::Quoted(name), &line[used..]))
+    } else {
+        let (name, rest) = line
+            .split_once(' ')
+            .ok_or_else(|| "expected `NAME DTYPE [SHAPE]`".to_string())?;
+        Ok((NamePart::Pattern(name), rest))
+    }
+}
+
+enum NamePart<'a> {
+    Quoted(String),
+    Pattern(&'a str),
+}
+
+fn expand_name(part: NamePart<'_>, line: usize) -> Result<Vec<String>, RangesError> {
+    let pattern = match part {
+        NamePart::Quoted(name) => return Ok(vec![name]),
+        NamePart::Pattern(p) => p,
+    };
+    let syntax = |message: String| RangesError::Syntax { line, message };
+    let mut choices: Vec<Vec<String>> = Vec::new();
+    let mut total: u64 = 1;
+    for seg in pattern.split('.') {
+        if let Some(inner) = seg.strip_prefix('{') {
+            let inner = inner
+                .strip_suffix('}')
+                .ok_or_else(|| syntax(format!("unclosed index set `{seg}`")))?;
+            let set = parse_set(inner).map_err(syntax)?;
+            let n = set.iter().map(|(a, b)| b - a + 1).sum::<u64>();
+            total = total.saturating_mul(n);
+            if total > MAX_EXPANDED {
+                return Err(RangesError::TooMany {
+                    line,
+                    max: MAX_EXPANDED,
+                });
+            }
+            choices.push(
+                set.iter()
+                    .flat_map(|&(a, b)| (a..=b).map(|i| i.to_string()))
+                    .collect(),
+            );
+        } else if seg.contains('{') || seg.contains('}') {
+            return Err(syntax(format!(
+                "index set must be a whole path segment, got `{seg}`"
+            )));
+        } else {
+            choices.push(vec![seg.to_string()]);
+        }
+    }
+    let mut names = vec![String::new()];
+    for (i, options) in choices.iter().enumerate() {
+        let mut next = Vec::with_capacity(names.len() * options.len());
+        for prefix in &names {
+            for opt in options {
+                let mut s = prefix.clone();
+                if i > 0 {
+                    s.push('.');
+                }
+                s.push_str(opt);
+                next.push(s);
+            }
+        }
+        names = next;
+    }
+    Ok(names)
+}
+
+/// `0-2,5,7-9` → [(0,2), (5,5), (7,9)]; ranges must be ascending and disjoint.
+fn parse_set(inner: &str) -> Result<Vec<(u64, u64)>, String> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for item in inner.split(',') {
+        let (a, b) = match item.split_once('-') {
+            Some((a, b)) => (index(a)?, index(b)?),
+            None => {
+                let i = index(item)?;
+                (i, i)
+            }
+        };
+        if b < a {
+            return Err(format!("range `{item}` runs backwards"));
+        }
+        if let Some(&(_, prev_end)) = out.last()
+            && a <= prev_end
+        {
+            return Err(format!("range `{item}` overlaps or is out of order"));
+        }
+        out.push((a, b));
+    }
+    Ok(out)
+}
+
+fn index(s: &str) -> Result<u64, String> {
+    canonical_index(s).ok_or_else(|| format!("`{s}` is not an index"))
+}
+
+fn parse_shape(text: &str) -> Result<Vec<u64>, String> {
+    let inner = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .ok_or_else(|| format!("shape must be `[d0, d1, ...]`, got `{text}`"))?;
+    if inner.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|d| {
+            d.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("dimension `{}` is not a non-negative integer", d.trim()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str, dtype: Dtype, shape: &[u64]) -> TensorInfo {
+        TensorInfo {
+            name: name.into(),
+            dtype,
+            shape: shape.to_vec(),
+            shard: None,
+        }
+    }
+
+    fn sorted(mut v: Vec<TensorInfo>) -> Vec<TensorInfo> {
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    #[test]
+    fn layers_by_experts_is_one_line() {
+        let mut ts = Vec::new();
+        for l in 3..=60 {
+            for e in 0..=255 {
+                ts.push(t(
+                    &format!("model.layers.{l}.mlp.experts.{e}.down_proj.weight"),
+                    Dtype::F8_E4M3,
+                    &[7168, 2048],
+                ));
+            }
+        }
+        let text = compress(&ts);
+        assert_eq!(
+            text,
+            "model.layers.{3-60}.mlp.experts.{0-255}.down_proj.weight F8_E4M3 [7168, 2048]\n"
+        );
+        assert_eq!(expand(&text).unwrap(), sorted(ts));
+    }
+
+    #[test]
+    fn non_product_sets_split_into_lines() {
+        let ts = vec![
+            t("l.0.e.0.w", Dtype::BF16, &[2]),
+            t("l.0.e.1.w", Dtype::BF16, &[2]),
+            t("l.1.e.0.w", Dtype::BF16, &[2]),
+            t("l.2.e.0.w", Dtype::BF16, &[2]),
+            t("l.2.e.1.w", Dtype::BF16, &[2]),
+            t("l.5.e.1.w", Dtype::BF16, &[2]),
+            t("l.7.norm", Dtype::F32, &[]),
+        ];
+        let text = compress(&ts);
+        assert_eq!(
+            text,
+            "l.1.e.0.w BF16 [2]\nl.5.e.1.w BF16 [2]\nl.7.norm F32 []\nl.{0,2}.e.{0-1}.w BF16 [2]\n"
+        );
+        assert_eq!(expand(&text).unwrap(), sorted(ts));
+    }
+
+    #[test]
+    fn odd_names_round_trip() {
+        let ts = vec![
+            t("a.007.b", Dtype::U8, &[1]),
+            t("a.7.b", Dtype::U8, &[1]),
+            t("weird {name}", Dtype::I64, &[3, 0]),
+            t("\"quoted", Dtype::BOOL, &[]),
+            t("x..y.", Dtype::F16, &[1, 2, 3]),
+        ];
+        let text = compress(&ts);
+        assert_eq!(expand(&text).unwrap(), sorted(ts));
+    }
+
+    #[test]
+    fn expand_rejects_bad_lines_with_their_number() {
+        for (text, want) in [
+            ("a.{1-0}.b F32 [1]", "runs backwards"),
+            ("a.{0-3,2}.b F32 [1]", "overlaps"),
+            ("a.{0-3.b F32 [1]", "unclosed"),
+            ("a.x{1}.b F32 [1]", "whole path segment"),
+            ("a F33 [1]", "unknown dtype"),
+            ("a F32 [1, -2]", "not a non-negative"),
+            ("a F32", "expected"),
+            ("\"a F32 [1]", "quoted"),
+        ] {
+            let err = expand(&format!("# c\n{text}\n")).unwrap_err();
+            assert!(
+                matches!(&err, RangesError::Syntax { line: 2, .. }),
+                "{text}: {err}"
+            );
+            assert!(err.to_string().contains(want), "{text}: {err}");
+        }
+        assert!(matches!(
+            expand("a.{0-99999999999}.b F32 [1]"),
+            Err(RangesError::TooMany { .. })
+        ));
+        assert!(matches!(
+            expand("a.{0-1}.b F32 [1]\na.1.b F32 [2]"),
+            Err(RangesError::Duplicate { line: 2, .. })
+        ));
+    }
+}

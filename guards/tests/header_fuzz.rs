@@ -1,0 +1,81 @@
+//! Property tests: the truth parsers never panic on hostile bytes, and what `compress` writes
+//! `expand` reads back exactly. Failing cases proptest finds are kept under
+//! `proptest-regressions/` and replayed on every run.
+
+use harch_guards::truth::header::{parse_file_prefix, parse_json};
+use harch_guards::truth::index::parse_index;
+use harch_guards::truth::ranges::{compress, expand};
+use harch_guards::truth::{Dtype, TensorInfo};
+use proptest::prelude::*;
+
+const DTYPES: [&str; 6] = ["F32", "BF16", "F8_E4M3", "U8", "I64", "F99"];
+
+/// Headers that are nearly valid: real structure with random dims, offsets and dtypes, so the
+/// fuzzer spends its time in the semantic checks rather than in the JSON tokenizer.
+fn near_valid_header() -> impl Strategy<Value = String> {
+    let entry = (
+        "[a-c.]{1,4}",
+        0usize..DTYPES.len(),
+        prop::collection::vec(-2i64..6, 0..3),
+        0u64..40,
+        0u64..40,
+    );
+    prop::collection::vec(entry, 0..6).prop_map(|entries| {
+        let body: Vec<String> = entries
+            .iter()
+            .map(|(name, dt, shape, a, b)| {
+                format!(
+                    r#""{name}":{{"dtype":"{}","shape":{shape:?},"data_offsets":[{a},{b}]}}"#,
+                    DTYPES[*dt]
+                )
+            })
+            .collect();
+        format!("{{{}}}", body.join(","))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256), size in prop::option::of(0u64..512)) {
+        let _ = parse_file_prefix(&bytes, size);
+        let _ = parse_json(&bytes, size);
+        let _ = parse_index(&bytes);
+        let _ = expand(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn near_valid_headers_never_panic(json in near_valid_header(), payload in prop::option::of(0u64..64)) {
+        let mut file = (json.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(json.as_bytes());
+        let whole = payload.map(|p| file.len() as u64 + p);
+        let a = parse_file_prefix(&file, whole);
+        let b = parse_json(json.as_bytes(), payload);
+        // The prefix only frames the JSON: both entry points must agree.
+        prop_assert_eq!(a.is_ok(), b.is_ok());
+        if let Ok(h) = b {
+            let total: u64 = h.tensors.iter().map(|t| t.data_offsets.1 - t.data_offsets.0).sum();
+            prop_assert_eq!(total, h.payload_len());
+        }
+    }
+
+    #[test]
+    fn compress_then_expand_is_identity(
+        names in prop::collection::btree_set("[a-c]{1,2}(\\.[0-9]{1,2}){0,3}(\\.[a-z ]{0,2})?", 0..60),
+        dt in 0usize..5,
+    ) {
+        let tensors: Vec<TensorInfo> = names
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| TensorInfo {
+                name,
+                dtype: Dtype::parse(DTYPES[dt]).unwrap(),
+                shape: vec![(i % 3) as u64],
+                shard: None,
+            })
+            .collect();
+        let text = compress(&tensors);
+        prop_assert_eq!(expand(&text).unwrap(), tensors);
+    }
+}
