@@ -1,1 +1,28 @@
-//! harch-engine
+//! The spec engine: the YAML DSL, its IR, and the single evaluation every number comes from.
+//!
+//! Architecture invariant: this crate does no I/O. The spec repository arrives as file
+//! contents ([`Repo::from_files`]), configs as JSON values; the worker reads files.
+//!
+//! ```text
+//! Repo::from_files(files) --load_model--> ModelIr --evaluate(config)--> Analysis
+//! ```
+//!
+//! Numbers and formulas come from the same walk: `evaluate` with `symbolic: true` builds
+//! each quantity's formula next to its value.
+
+pub mod analysis;
+pub mod diag;
+pub mod eval;
+pub mod expr;
+pub mod ir;
+pub mod load;
+pub mod ops;
+pub mod q;
+pub mod schema;
+
+pub use analysis::Analysis;
+pub use diag::{Location, SpecError};
+pub use eval::{EvalOptions, evaluate};
+pub use ir::ModelIr;
+pub use load::Repo;
+pub use q::Q;

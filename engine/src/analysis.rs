@@ -1,0 +1,303 @@
+//! The result of one evaluation: tables keyed by node, and the quantities derived from them.
+//!
+//! Tables hold only what the walk must decide (shapes, per-instance params and FLOPs, instance
+//! counts, weight storage, caches). Totals, KV bytes and the like are computed from the tables
+//! when asked and never stored, so they cannot drift from the graph.
+
+use std::collections::BTreeSet;
+
+use indexmap::IndexMap;
+
+use crate::diag::{Location, SpecError};
+use crate::ir::Growth;
+use crate::ops::{LeafKind, Shape};
+use crate::q::Q;
+
+/// A bound argument value, kept for the guards (masks, windows, rope settings).
+#[derive(Clone, Debug)]
+pub struct ArgValue {
+    pub int: Option<i128>,
+    pub text: String,
+}
+
+/// Whether a node's FLOPs count in prefill, decode or both (decode variants replace a graph
+/// for decode only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Both,
+    Prefill,
+    Decode,
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeRow {
+    /// Path of node ids from the top, e.g. `layers[moe].attention.kv_b_proj`.
+    pub id: String,
+    /// The op name, or `component:<name>` for a component instance.
+    pub op: String,
+    /// Innermost enclosing component role.
+    pub role: String,
+    /// Role of the top-level node this sits under (`mtp` for multi-token prediction).
+    pub top_role: Option<String>,
+    /// Component this node belongs to (empty at top level).
+    pub component: String,
+    pub stack_group: Option<String>,
+    pub shape: Shape,
+    /// Copies in the checkpoint (layers × experts).
+    pub count: Q,
+    /// Copies used per token.
+    pub active: Q,
+    pub params: Q,
+    pub params_active: Q,
+    pub flops_fixed: Q,
+    pub flops_per_ctx: Q,
+    /// Attended-context cap that applies to this node's per-ctx FLOPs.
+    pub window: Option<Q>,
+    pub phase: Phase,
+    pub args: IndexMap<String, ArgValue>,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoredTensor {
+    pub name: String,
+    pub dtype: String,
+    pub dtype_bytes: u32,
+    pub shape: Vec<Q>,
+    pub scale: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct WeightRow {
+    pub node: usize,
+    pub leaf: String,
+    pub kind: LeafKind,
+    /// Checkpoint name with placeholders, e.g. `model.layers.{i}.mlp.experts.{e}.up_proj.weight`.
+    pub name: String,
+    /// Values of each placeholder, in name order; the row stands for their cartesian product.
+    pub indices: Vec<(String, Vec<i128>)>,
+    pub logical: Vec<Q>,
+    pub format: String,
+    pub stored: Vec<StoredTensor>,
+    pub count: Q,
+    pub override_index: Option<usize>,
+}
+
+impl WeightRow {
+    pub fn logical_numel(&self) -> Q {
+        Q::product(&self.logical)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CacheRow {
+    pub node: usize,
+    pub kind: String,
+    pub growth: Growth,
+    pub window: Option<Q>,
+    /// Elements per token (per_token, window) or per sequence (constant), per layer.
+    pub elements: Q,
+    pub dtype: String,
+    pub dtype_bytes: u32,
+    pub count: Q,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct GroupRow {
+    pub stack: String,
+    pub block: String,
+    pub layers: Vec<i128>,
+    pub top_role: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct StreamRow {
+    pub stack: String,
+    pub name: String,
+    pub carries: bool,
+    pub src: Option<String>,
+    pub producers: Vec<String>,
+    pub readers: Vec<String>,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct AxiomResult {
+    pub component: String,
+    pub node: String,
+    pub message: String,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Analysis {
+    pub model: String,
+    pub symbolic: bool,
+    pub dims: IndexMap<String, Q>,
+    pub attrs: IndexMap<String, String>,
+    pub config_reads: BTreeSet<String>,
+    pub nodes: Vec<NodeRow>,
+    pub weights: Vec<WeightRow>,
+    pub caches: Vec<CacheRow>,
+    pub groups: Vec<GroupRow>,
+    pub streams: Vec<StreamRow>,
+    /// Declared invariants that the evaluation contradicts.
+    pub axiom_failures: Vec<AxiomResult>,
+    /// Shape (S0xx) and evaluation (A0xx) errors.
+    pub errors: Vec<SpecError>,
+    /// Quant overrides that matched at least one leaf, by index.
+    pub override_hits: BTreeSet<usize>,
+}
+
+fn is_main(n: &NodeRow) -> bool {
+    n.top_role.as_deref() != Some("mtp")
+}
+
+impl Analysis {
+    pub fn ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    pub fn params_total(&self) -> Q {
+        Q::sum(&self.nodes.iter().map(|n| &n.params * &n.count).collect::<Vec<_>>())
+    }
+
+    /// Parameters used per token by the main model. Embedding lookups are gathers, not matmuls,
+    /// so they are left out (the DeepSeek and OpenAI convention); MTP heads are not part of the
+    /// per-token forward pass.
+    pub fn params_active(&self) -> Q {
+        self.active_sum(|n| is_main(n) && n.op != "embedding")
+    }
+
+    /// Active parameters counting the embedding table too (the Qwen convention).
+    pub fn params_active_with_embedding(&self) -> Q {
+        self.active_sum(is_main)
+    }
+
+    fn active_sum(&self, keep: impl Fn(&NodeRow) -> bool) -> Q {
+        let terms: Vec<Q> = self.nodes.iter().filter(|n| keep(n)).map(|n| &n.params_active * &n.active).collect();
+        Q::sum(&terms)
+    }
+
+    pub fn params_mtp(&self) -> Q {
+        Q::sum(&self.nodes.iter().filter(|n| !is_main(n)).map(|n| &n.params * &n.count).collect::<Vec<_>>())
+    }
+
+    pub fn weight_bytes(&self) -> Q {
+        let mut terms = Vec::new();
+        for w in &self.weights {
+            for s in &w.stored {
+                terms.push(&(&Q::product(&s.shape) * &Q::lit(s.dtype_bytes as i128)) * &w.count);
+            }
+        }
+        Q::sum(&terms)
+    }
+
+    pub fn weight_tensors(&self) -> Q {
+        Q::sum(&self.weights.iter().map(|w| &w.count * &Q::lit(w.stored.len() as i128)).collect::<Vec<_>>())
+    }
+
+    /// Bytes by stored dtype.
+    pub fn weight_bytes_by_dtype(&self) -> IndexMap<String, i128> {
+        let mut m: IndexMap<String, i128> = IndexMap::new();
+        for w in &self.weights {
+            for s in &w.stored {
+                *m.entry(s.dtype.clone()).or_default() += Q::product(&s.shape).v * s.dtype_bytes as i128 * w.count.v;
+            }
+        }
+        m.sort_keys();
+        m
+    }
+
+    fn cache_bytes(&self, keep: impl Fn(&CacheRow) -> bool) -> Q {
+        let terms: Vec<Q> = self
+            .caches
+            .iter()
+            .filter(|c| keep(c) && is_main(&self.nodes[c.node]))
+            .map(|c| &(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count)
+            .collect();
+        Q::sum(&terms)
+    }
+
+    /// Cache bytes that every new token adds for the whole context (uncapped layers).
+    pub fn kv_bytes_per_token(&self) -> Q {
+        self.cache_bytes(|c| c.growth == Growth::PerToken)
+    }
+
+    /// Cache bytes per token of window-capped layers (they stop growing at the window).
+    pub fn kv_window_bytes_per_token(&self) -> Q {
+        self.cache_bytes(|c| c.growth == Growth::Window)
+    }
+
+    /// The most a sequence's window-capped caches hold.
+    pub fn kv_window_bytes_max(&self) -> Q {
+        let terms: Vec<Q> = self
+            .caches
+            .iter()
+            .filter(|c| c.growth == Growth::Window && is_main(&self.nodes[c.node]))
+            .map(|c| &(&(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count) * c.window.as_ref().unwrap_or(&Q::zero()))
+            .collect();
+        Q::sum(&terms)
+    }
+
+    /// Constant per-sequence state (recurrent and convolution state of linear attention).
+    pub fn state_bytes_per_sequence(&self) -> Q {
+        self.cache_bytes(|c| c.growth == Growth::Constant)
+    }
+
+    /// Cache bytes of one sequence at a context length (all growth laws together).
+    pub fn cache_bytes_at(&self, ctx: i128) -> i128 {
+        let c = Q::lit(ctx);
+        let capped: Vec<Q> = self
+            .caches
+            .iter()
+            .filter(|r| r.growth == Growth::Window && is_main(&self.nodes[r.node]))
+            .map(|r| {
+                let w = r.window.as_ref().map(|w| w.v.min(ctx)).unwrap_or(ctx);
+                &(&(&r.elements * &Q::lit(r.dtype_bytes as i128)) * &r.count) * &Q::lit(w)
+            })
+            .collect();
+        (&(&self.kv_bytes_per_token() * &c) + &Q::sum(&capped)).v + self.state_bytes_per_sequence().v
+    }
+
+    /// FLOPs of one decode step at a context length.
+    pub fn decode_flops(&self, ctx: &Q) -> Q {
+        let mut terms = Vec::new();
+        for n in self.nodes.iter().filter(|n| is_main(n) && n.phase != Phase::Prefill) {
+            let l = match &n.window {
+                Some(w) if w.v < ctx.v => w.clone(),
+                _ => ctx.clone(),
+            };
+            terms.push(&n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l)));
+        }
+        Q::sum(&terms)
+    }
+
+    /// FLOPs of a causal prefill of `seq` tokens (whole prompt).
+    pub fn prefill_flops(&self, seq: &Q) -> Q {
+        let mut terms = Vec::new();
+        for n in self.nodes.iter().filter(|n| is_main(n) && n.phase != Phase::Decode) {
+            let attended = attended_positions(seq, n.window.as_ref());
+            terms.push(&n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended)));
+        }
+        Q::sum(&terms)
+    }
+
+    pub fn node(&self, id: &str) -> Option<&NodeRow> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+}
+
+/// Sum over query positions t = 1..S of the positions each attends to: S(S+1)/2 causal, capped
+/// at the window.
+pub fn attended_positions(seq: &Q, window: Option<&Q>) -> Q {
+    let s = seq.v;
+    match window {
+        Some(w) if w.v < s => {
+            let v = w.v * (w.v + 1) / 2 + (s - w.v) * w.v;
+            Q::call("windowed_positions", &[seq.clone(), w.clone()], v)
+        }
+        _ => Q::call("causal_positions", std::slice::from_ref(seq), s.saturating_mul(s.saturating_add(1)) / 2),
+    }
+}

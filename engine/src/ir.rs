@@ -1,0 +1,201 @@
+//! The IR: a spec after loading. Names are resolved, expressions parsed, components linked.
+//! Built once per spec; every later stage (evaluation, guards, prompts, review) reads it.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use indexmap::IndexMap;
+
+use crate::diag::Location;
+use crate::expr::Expr;
+use crate::ops::OpSpec;
+use crate::schema::{DimDef, QuantSchemeDef};
+
+#[derive(Clone, Debug)]
+pub struct Arg {
+    pub raw: String,
+    pub expr: Option<Expr>,
+}
+
+#[derive(Clone, Debug)]
+pub struct InstancesIr {
+    pub count: Expr,
+    pub active: Option<Expr>,
+    pub index: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct ScheduleIr {
+    pub block: String,
+    pub when: Option<Expr>,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct StreamIr {
+    pub name: String,
+    pub carries: bool,
+    pub src: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct StackIr {
+    pub repeat: Expr,
+    pub path: String,
+    pub index_offset: Option<Expr>,
+    pub schedule: Vec<ScheduleIr>,
+    pub streams: Vec<StreamIr>,
+}
+
+#[derive(Clone, Debug)]
+pub enum NodeKind {
+    Op(&'static OpSpec),
+    /// A nested component, with dim rebinding.
+    Component { name: String, bind: Vec<(String, Expr)> },
+    /// A slot of a block template, filled by the model's block definition.
+    Slot(String),
+    Stack(StackIr),
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeIr {
+    pub id: String,
+    pub loc: Location,
+    pub kind: NodeKind,
+    pub inputs: Vec<String>,
+    pub args: IndexMap<String, Arg>,
+    pub path: Option<String>,
+    pub leaves: IndexMap<String, String>,
+    pub role: Option<String>,
+    pub when: Option<Expr>,
+    pub instances: Option<InstancesIr>,
+    pub stream_out: IndexMap<String, String>,
+    pub reads: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CacheIr {
+    pub node: String,
+    pub kind: String,
+    pub growth: Growth,
+    pub window: Option<Expr>,
+    pub steps: Option<Expr>,
+    pub dtype: Option<String>,
+    pub when: Option<Expr>,
+    pub loc: Location,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Growth {
+    PerToken,
+    Window,
+    Constant,
+}
+
+impl Growth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Growth::PerToken => "per_token",
+            Growth::Window => "window",
+            Growth::Constant => "constant",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AxiomIr {
+    pub kv_elements_per_token: Option<Expr>,
+    pub state_elements: Option<Expr>,
+    pub window: Option<Expr>,
+    pub caches_read_by_attention: bool,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct ComponentIr {
+    pub name: String,
+    pub role: String,
+    pub summary: String,
+    pub file: String,
+    pub draft: bool,
+    pub dims: Vec<String>,
+    pub defaults: Vec<(String, Expr)>,
+    pub slots: Vec<String>,
+    pub inputs: Vec<String>,
+    /// In dataflow order.
+    pub nodes: Vec<NodeIr>,
+    pub outputs: Vec<String>,
+    pub cache: Vec<CacheIr>,
+    pub axioms: Vec<AxiomIr>,
+    pub decode_variant: Option<String>,
+    pub source: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FillIr {
+    /// A component or another block of the same model.
+    pub name: String,
+    pub bind: Vec<(String, Expr)>,
+    pub path: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct BlockIr {
+    pub name: String,
+    pub template: String,
+    pub fills: IndexMap<String, FillIr>,
+    pub bind: Vec<(String, Expr)>,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug)]
+pub struct OverrideIr {
+    pub leaf: String,
+    pub format: String,
+    pub loc: Location,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct QuantIr {
+    pub default: String,
+    pub per_role: IndexMap<String, String>,
+    pub overrides: Vec<OverrideIr>,
+    pub cache: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct DimBinding {
+    pub name: String,
+    pub expr: Expr,
+    pub raw: String,
+    pub loc: Location,
+}
+
+/// A loaded model spec with everything it references.
+#[derive(Clone, Debug)]
+pub struct ModelIr {
+    pub name: String,
+    pub file: String,
+    pub summary: String,
+    pub architectures: Vec<String>,
+    pub sources: Vec<String>,
+    pub dims: Vec<DimBinding>,
+    pub attrs: Vec<DimBinding>,
+    pub blocks: IndexMap<String, BlockIr>,
+    pub quant: QuantIr,
+    /// Top-level graph, in dataflow order.
+    pub graph: Vec<NodeIr>,
+    pub outputs: Vec<String>,
+    pub components: BTreeMap<String, Rc<ComponentIr>>,
+    pub schemes: BTreeMap<String, QuantSchemeDef>,
+    pub dim_table: IndexMap<String, DimDef>,
+    pub model_card: Option<crate::schema::ModelCard>,
+    pub drafts: Vec<String>,
+}
+
+impl ModelIr {
+    pub fn component(&self, name: &str) -> Option<&Rc<ComponentIr>> {
+        self.components.get(name)
+    }
+}

@@ -1,0 +1,767 @@
+//! Loading the spec repository: YAML → schema → IR, with every error located and coded.
+//!
+//! The repository arrives as file contents keyed by relative path (`specs/...`); this module
+//! does no I/O.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use indexmap::IndexMap;
+use serde::de::DeserializeOwned;
+
+use crate::diag::{SpecError, closest, code, Location};
+use crate::expr::{self, Expr};
+use crate::ir::*;
+use crate::ops;
+use crate::schema::*;
+
+/// Config keys the guards care about (specs/arch/config_keys.yaml).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigKeys {
+    /// Keys that, when config sets them (non-null), some binding of the spec must read.
+    #[serde(default)]
+    pub must_bind: Vec<String>,
+    /// Per-layer lists whose distinct values must land in distinct blocks.
+    #[serde(default)]
+    pub per_layer: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct CompEntry {
+    def: ComponentDef,
+    file: String,
+    draft: bool,
+}
+
+/// The spec repository: dims, roles, quant schemes, components and model specs.
+#[derive(Debug, Default)]
+pub struct Repo {
+    pub dims: IndexMap<String, DimDef>,
+    pub roles: IndexMap<String, String>,
+    pub schemes: BTreeMap<String, QuantSchemeDef>,
+    pub config_keys: ConfigKeys,
+    components: BTreeMap<String, CompEntry>,
+    models: BTreeMap<String, (ModelDef, String)>,
+    /// Errors of files that did not parse; a model that needs one of them fails to load.
+    pub file_errors: Vec<SpecError>,
+    pub files: BTreeMap<String, String>,
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true }
+}
+
+pub fn parse_yaml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
+    serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
+        let loc = e.location();
+        let (line, column) = loc.map(|l| (l.line() as u32, l.column() as u32)).unwrap_or((0, 0));
+        let msg = e.without_snippet().to_string();
+        let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        SpecError::new(code::YAML, format!("cannot read YAML: {msg}"), Location::at(file, line, column))
+            .hint("see docs/dsl.md for the schema of this file")
+    })
+}
+
+fn loc_of(file: &str, l: &serde_saphyr::Location) -> Location {
+    Location::at(file, l.line() as u32, l.column() as u32)
+}
+
+impl Repo {
+    /// Build from `(relative path, contents)` pairs; paths look like `specs/models/llama.yaml`.
+    pub fn from_files(files: BTreeMap<String, String>) -> Repo {
+        let mut repo = Repo::default();
+        for (path, text) in &files {
+            let p = path.as_str();
+            if !p.ends_with(".yaml") && !p.ends_with(".yml") {
+                continue;
+            }
+            let res: Result<(), SpecError> = (|| {
+                if p.ends_with("arch/dims.yaml") {
+                    repo.dims = parse_yaml(p, text)?;
+                } else if p.ends_with("arch/roles.yaml") {
+                    repo.roles = parse_yaml(p, text)?;
+                } else if p.ends_with("arch/config_keys.yaml") {
+                    repo.config_keys = parse_yaml(p, text)?;
+                } else if p.contains("/quant/") {
+                    let s: QuantSchemeDef = parse_yaml(p, text)?;
+                    repo.schemes.insert(s.name.clone(), s);
+                } else if p.contains("/components/") {
+                    let def: ComponentDef = parse_yaml(p, text)?;
+                    let draft = p.contains("/drafts/");
+                    if let Some(prev) = repo.components.get(&def.component) {
+                        return Err(SpecError::new(
+                            code::DUPLICATE,
+                            format!("component `{}` is defined twice ({} and {p})", def.component, prev.file),
+                            Location::in_file(p),
+                        ));
+                    }
+                    repo.components.insert(def.component.clone(), CompEntry { def, file: p.to_string(), draft });
+                } else if p.contains("/models/") {
+                    let def: ModelDef = parse_yaml(p, text)?;
+                    repo.models.insert(def.model.clone(), (def, p.to_string()));
+                }
+                Ok(())
+            })();
+            if let Err(e) = res {
+                repo.file_errors.push(e);
+            }
+        }
+        repo.files = files;
+        repo
+    }
+
+    pub fn model_names(&self) -> Vec<&str> {
+        self.models.keys().map(String::as_str).collect()
+    }
+
+    pub fn model_file(&self, name: &str) -> Option<&str> {
+        self.models.get(name).map(|(_, f)| f.as_str())
+    }
+
+    /// The model spec serving a config `architectures` entry.
+    pub fn model_for_architecture(&self, arch: &str) -> Option<&str> {
+        self.models
+            .iter()
+            .find(|(_, (d, _))| d.architectures.iter().any(|a| a == arch))
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Library (non-draft) components: name, role, summary.
+    pub fn library_components(&self) -> Vec<(&str, &str, &str)> {
+        self.components
+            .values()
+            .filter(|c| !c.draft)
+            .map(|c| (c.def.component.as_str(), c.def.role.as_str(), c.def.summary.as_str()))
+            .collect()
+    }
+
+    /// Load a model spec (by model name or by file path) into the IR.
+    pub fn load_model(&self, name_or_file: &str) -> Result<ModelIr, Vec<SpecError>> {
+        let found = self
+            .models
+            .get(name_or_file)
+            .or_else(|| self.models.values().find(|(_, f)| f == name_or_file || f.ends_with(name_or_file)));
+        let Some((def, file)) = found else {
+            if let Some(e) = self.file_errors.iter().find(|e| {
+                e.location.file.as_deref().is_some_and(|f| f == name_or_file || f.ends_with(name_or_file))
+            }) {
+                return Err(vec![e.clone()]);
+            }
+            let names: Vec<&str> = self.models.keys().map(String::as_str).collect();
+            let mut e = SpecError::new(
+                code::UNKNOWN_COMPONENT,
+                format!("no model spec `{name_or_file}`"),
+                Location::default(),
+            );
+            e.hint = Some(match closest(name_or_file, names.iter().copied()) {
+                Some(c) => format!("did you mean `{c}`?"),
+                None => format!("known model specs: {}", names.join(", ")),
+            });
+            return Err(vec![e]);
+        };
+        let mut ld = Loader { repo: self, errors: Vec::new(), comps: BTreeMap::new(), model_drafts: def.drafts.clone() };
+        // Files that failed to parse are reported when nothing else explains a missing name.
+        let ir = ld.model(def, file);
+        if !ld.errors.is_empty() {
+            for e in &self.file_errors {
+                if e.location.file.as_deref().is_some_and(|f| f.contains("/components/") || f.contains("/arch/") || f.contains("/quant/")) {
+                    ld.errors.push(e.clone());
+                }
+            }
+            return Err(ld.errors);
+        }
+        Ok(ir)
+    }
+}
+
+struct Loader<'r> {
+    repo: &'r Repo,
+    errors: Vec<SpecError>,
+    comps: BTreeMap<String, Rc<ComponentIr>>,
+    model_drafts: Vec<String>,
+}
+
+const LOOP_VARS: &[&str] = &["i"];
+
+impl Loader<'_> {
+    fn err(&mut self, e: SpecError) {
+        self.errors.push(e);
+    }
+
+    fn parse_expr(&mut self, raw: &str, loc: &Location, what: &str) -> Option<Expr> {
+        match expr::parse(raw) {
+            Ok(e) => Some(e),
+            Err(pe) => {
+                self.err(
+                    SpecError::new(code::BAD_EXPR, format!("{what}: cannot parse `{raw}`: {pe}"), loc.clone())
+                        .hint("expressions use dims, integers, + - * / %, parentheses, config.<path>, `??` for defaults, and ceil_div/min/max"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Every name an expression reads must be a known dim (or a loop variable / local name).
+    fn check_names(&mut self, e: &Expr, allowed: &dyn Fn(&str) -> bool, loc: &Location, what: &str) {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        for n in names {
+            if allowed(&n) {
+                continue;
+            }
+            let known = self.repo.dims.contains_key(&*n);
+            let mut err = SpecError::new(
+                code::UNKNOWN_DIM,
+                if known {
+                    format!("{what}: dim `{n}` is not declared in this component's `dims:` list")
+                } else {
+                    format!("{what}: `{n}` is not a registered dim")
+                },
+                loc.clone(),
+            );
+            err.hint = Some(if known {
+                format!("add `{n}` to the component's `dims:`")
+            } else {
+                match closest(&n, self.repo.dims.keys().map(String::as_str)) {
+                    Some(c) => format!("did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"),
+                    None => "register the dim in specs/arch/dims.yaml (kind and summary), then bind it in the model's `dims:`".into(),
+                }
+            });
+            self.err(err);
+        }
+    }
+
+    fn check_role(&mut self, role: &str, loc: &Location) {
+        if !self.repo.roles.contains_key(role) {
+            let roles: Vec<&str> = self.repo.roles.keys().map(String::as_str).collect();
+            let hint = match closest(role, roles.iter().copied()) {
+                Some(c) => format!("did you mean `{c}`? registered roles: {}", roles.join(", ")),
+                None => format!("registered roles (specs/arch/roles.yaml): {}", roles.join(", ")),
+            };
+            self.err(SpecError::new(code::UNKNOWN_ROLE, format!("role `{role}` is not registered"), loc.clone()).hint(hint));
+        }
+    }
+
+    fn component_visible(&self, name: &str) -> bool {
+        match self.repo.components.get(name) {
+            Some(c) => !c.draft || self.model_drafts.iter().any(|d| d == name),
+            None => false,
+        }
+    }
+
+    fn component(&mut self, name: &str, loc: &Location) -> Option<Rc<ComponentIr>> {
+        if let Some(c) = self.comps.get(name) {
+            return Some(c.clone());
+        }
+        if !self.component_visible(name) {
+            let is_draft = self.repo.components.get(name).is_some_and(|c| c.draft);
+            let mut e = SpecError::new(code::UNKNOWN_COMPONENT, format!("unknown component `{name}`"), loc.clone());
+            e.hint = Some(if is_draft {
+                format!("`{name}` is a draft: list it under the model's `drafts:` to use it")
+            } else {
+                let names: Vec<&str> = self.repo.components.iter().filter(|(_, c)| !c.draft).map(|(n, _)| n.as_str()).collect();
+                match closest(name, names.iter().copied()) {
+                    Some(c) => format!("did you mean `{c}`?"),
+                    None => format!("library components: {}", names.join(", ")),
+                }
+            });
+            self.err(e);
+            return None;
+        }
+        let entry = self.repo.components[name].clone();
+        // Insert a placeholder first so that a self-referencing component cannot recurse forever.
+        let placeholder = Rc::new(ComponentIr {
+            name: name.to_string(),
+            role: entry.def.role.clone(),
+            summary: String::new(),
+            file: entry.file.clone(),
+            draft: entry.draft,
+            dims: vec![],
+            defaults: vec![],
+            slots: vec![],
+            inputs: vec![],
+            nodes: vec![],
+            outputs: vec![],
+            cache: vec![],
+            axioms: vec![],
+            decode_variant: None,
+            source: None,
+        });
+        self.comps.insert(name.to_string(), placeholder);
+        let c = Rc::new(self.component_ir(&entry));
+        self.comps.insert(name.to_string(), c.clone());
+        if let Some(v) = &c.decode_variant {
+            let vloc = Location::in_file(&entry.file);
+            if let Some(var) = self.component(v, &vloc) {
+                if var.inputs.len() != c.inputs.len() {
+                    self.err(SpecError::new(
+                        code::BAD_NODE,
+                        format!("decode variant `{v}` takes {} inputs but `{name}` takes {}", var.inputs.len(), c.inputs.len()),
+                        vloc,
+                    ));
+                }
+            }
+        }
+        Some(c)
+    }
+
+    fn component_ir(&mut self, entry: &CompEntry) -> ComponentIr {
+        let def = &entry.def;
+        let file = entry.file.as_str();
+        let floc = Location::in_file(file);
+        self.check_role(&def.role, &floc);
+        for d in &def.dims {
+            if !self.repo.dims.contains_key(d) {
+                let hint = closest(d, self.repo.dims.keys().map(String::as_str))
+                    .map(|c| format!("did you mean `{c}`?"))
+                    .unwrap_or_else(|| "register it in specs/arch/dims.yaml".into());
+                self.err(SpecError::new(code::UNKNOWN_DIM, format!("component dim `{d}` is not registered"), floc.clone()).hint(hint));
+            }
+        }
+        for k in def.defaults.keys() {
+            if !def.dims.contains(k) {
+                self.err(SpecError::new(code::UNKNOWN_DIM, format!("`defaults` sets `{k}`, which is not in the component's `dims:`"), floc.clone()));
+            }
+        }
+        let dims: BTreeSet<String> = def.dims.iter().cloned().collect();
+        let allowed = |n: &str| dims.contains(n) || LOOP_VARS.contains(&n);
+        let mut defaults = Vec::new();
+        for (k, v) in &def.defaults {
+            if let Some(e) = self.parse_expr(&v.as_expr_text(), &floc, &format!("default `{k}`")) {
+                self.check_names(&e, &allowed, &floc, &format!("default `{k}`"));
+                defaults.push((k.clone(), e));
+            }
+        }
+        let nodes = self.graph(&def.graph, &def.inputs, &def.outputs, file, &allowed, &def.slots);
+        let node_ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+        let mut cache = Vec::new();
+        for c in &def.cache {
+            let loc = loc_of(file, &c.referenced);
+            if !node_ids.contains(c.value.node.as_str()) {
+                self.err(SpecError::new(code::BAD_CACHE, format!("cache entry names node `{}`, which is not in the graph", c.value.node), loc.clone()).hint("a cache entry points at the node whose output is kept across decode steps"));
+                continue;
+            }
+            let growth = match c.value.growth.as_str() {
+                "per_token" => Growth::PerToken,
+                "window" => Growth::Window,
+                "constant" => Growth::Constant,
+                g => {
+                    self.err(SpecError::new(code::BAD_CACHE, format!("cache growth `{g}` is unknown"), loc.clone()).hint("growth is per_token, window (with `window:`) or constant"));
+                    continue;
+                }
+            };
+            let window = c.value.window.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache window"));
+            if let Some(w) = &window {
+                self.check_names(w, &allowed, &loc, "cache window");
+            }
+            if growth == Growth::Window && window.is_none() {
+                self.err(SpecError::new(code::BAD_CACHE, "a window cache needs `window:`".to_string(), loc.clone()).hint("e.g. `window: sliding_window`"));
+            }
+            let steps = c.value.steps.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache steps"));
+            let when = c.value.when.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache `when`"));
+            if let Some(w) = &when {
+                self.check_names(w, &allowed, &loc, "cache `when`");
+            }
+            cache.push(CacheIr { node: c.value.node.clone(), kind: c.value.kind.clone(), growth, window, steps, dtype: c.value.dtype.clone(), when, loc });
+        }
+        let mut axioms = Vec::new();
+        for a in &def.axioms {
+            let loc = loc_of(file, &a.referenced);
+            let p = |s: &Option<Scalar>, what: &str, ld: &mut Self| -> Option<Expr> {
+                let e = s.as_ref().and_then(|s| ld.parse_expr(&s.as_expr_text(), &loc, what))?;
+                ld.check_names(&e, &allowed, &loc, what);
+                Some(e)
+            };
+            let kv = p(&a.value.kv_elements_per_token, "axiom kv_elements_per_token", self);
+            let st = p(&a.value.state_elements, "axiom state_elements", self);
+            let w = p(&a.value.window, "axiom window", self);
+            axioms.push(AxiomIr { kv_elements_per_token: kv, state_elements: st, window: w, caches_read_by_attention: a.value.caches_read_by_attention, loc });
+        }
+        ComponentIr {
+            name: def.component.clone(),
+            role: def.role.clone(),
+            summary: def.summary.clone(),
+            file: file.to_string(),
+            draft: entry.draft,
+            dims: def.dims.clone(),
+            defaults,
+            slots: def.slots.clone(),
+            inputs: def.inputs.clone(),
+            nodes,
+            outputs: def.outputs.clone(),
+            cache,
+            axioms,
+            decode_variant: def.decode_variant.clone(),
+            source: def.source.clone(),
+        }
+    }
+
+    /// Resolve a graph: node kinds, inputs, args; returns nodes in dataflow order.
+    fn graph(
+        &mut self,
+        graph: &IndexMap<String, serde_saphyr::Spanned<NodeDef>>,
+        inputs: &[String],
+        outputs: &[String],
+        file: &str,
+        allowed: &dyn Fn(&str) -> bool,
+        slots: &[String],
+    ) -> Vec<NodeIr> {
+        let mut nodes = Vec::new();
+        for (id, spanned) in graph {
+            let n = &spanned.value;
+            let loc = loc_of(file, &spanned.referenced).with_node(id.clone());
+            if inputs.contains(id) {
+                self.err(SpecError::new(code::DUPLICATE, format!("node `{id}` has the name of an input"), loc.clone()));
+            }
+            let kinds = [n.op.is_some(), n.component.is_some(), n.slot.is_some(), n.stack.is_some()];
+            if kinds.iter().filter(|k| **k).count() != 1 {
+                self.err(
+                    SpecError::new(code::BAD_NODE, format!("node `{id}` must have exactly one of `op`, `component`, `slot`, `stack`"), loc.clone())
+                        .hint("e.g. `q_proj: { op: linear, in: x, args: { in: d_model, out: \"n_heads * d_head\" } }`"),
+                );
+                continue;
+            }
+            let kind = if let Some(op) = &n.op {
+                match ops::lookup(op) {
+                    Some(spec) => {
+                        for k in n.args.keys() {
+                            let known = spec.args.iter().any(|a| a.trim_end_matches('?') == k);
+                            if !known {
+                                let names: Vec<&str> = spec.args.iter().map(|a| a.trim_end_matches('?')).collect();
+                                self.err(SpecError::new(code::BAD_ARG, format!("op `{op}` has no argument `{k}`"), loc.clone()).hint(if names.is_empty() {
+                                    format!("`{op}` takes no arguments")
+                                } else {
+                                    format!("`{op}` takes: {}", spec.args.join(", "))
+                                }));
+                            }
+                        }
+                        for a in spec.args.iter().filter(|a| !a.ends_with('?')) {
+                            if !n.args.contains_key(*a) {
+                                self.err(SpecError::new(code::BAD_ARG, format!("op `{op}` needs argument `{a}`"), loc.clone()).hint(format!("`{op}` takes: {}", spec.args.join(", "))));
+                            }
+                        }
+                        NodeKind::Op(spec)
+                    }
+                    None => {
+                        let names: Vec<&str> = ops::OPS.iter().map(|o| o.name).collect();
+                        let hint = match closest(op, names.iter().copied()) {
+                            Some(c) => format!("did you mean `{c}`? `harch-worker ops` lists every op"),
+                            None => "`harch-worker ops` lists every op".into(),
+                        };
+                        self.err(SpecError::new(code::UNKNOWN_OP, format!("unknown op `{op}`"), loc.clone()).hint(hint));
+                        continue;
+                    }
+                }
+            } else if let Some(c) = &n.component {
+                let comp = self.component(c, &loc);
+                let bind = self.binds(&n.bind, &loc, allowed);
+                if let Some(comp) = comp {
+                    for (k, _) in &bind {
+                        if !comp.dims.contains(k) {
+                            self.err(SpecError::new(code::UNKNOWN_DIM, format!("`bind` sets `{k}`, which component `{c}` does not use"), loc.clone()).hint(format!("`{c}` uses dims: {}", comp.dims.join(", "))));
+                        }
+                    }
+                }
+                NodeKind::Component { name: c.clone(), bind }
+            } else if let Some(s) = &n.slot {
+                if !slots.contains(s) {
+                    self.err(SpecError::new(code::UNFILLED_SLOT, format!("slot `{s}` is not declared in `slots:`"), loc.clone()).hint("declare block-template slots under `slots:`"));
+                }
+                NodeKind::Slot(s.clone())
+            } else {
+                let st = n.stack.as_ref().expect("checked one kind");
+                match self.stack(st, file, &loc, allowed) {
+                    Some(s) => NodeKind::Stack(s),
+                    None => continue,
+                }
+            };
+            if let Some(r) = &n.role {
+                self.check_role(r, &loc);
+            }
+            let mut args = IndexMap::new();
+            for (k, v) in &n.args {
+                let raw = v.as_expr_text();
+                let parsed = expr::parse(&raw).ok();
+                if let Some(e) = &parsed {
+                    let mut names = Vec::new();
+                    e.names(&mut names);
+                    // Bare words (`causal`, `silu`) are text arguments, not dims.
+                    let is_word = matches!(e, Expr::Name(_)) && !self.repo.dims.contains_key(&*names[0]);
+                    if !is_word {
+                        self.check_names(e, allowed, &loc, &format!("argument `{k}`"));
+                    }
+                } else if matches!(v, Scalar::Text(_)) && raw.chars().any(|c| "*+/()".contains(c)) {
+                    self.parse_expr(&raw, &loc, &format!("argument `{k}`"));
+                }
+                args.insert(k.clone(), Arg { raw, expr: parsed });
+            }
+            let when = match &n.when {
+                Some(w) => {
+                    let e = self.parse_expr(&w.as_expr_text(), &loc, "`when`");
+                    if let Some(e) = &e {
+                        self.check_names(e, allowed, &loc, "`when`");
+                    }
+                    e
+                }
+                None => None,
+            };
+            let instances = n.instances.as_ref().and_then(|i| {
+                let count = self.parse_expr(&i.count.as_expr_text(), &loc, "instances.count")?;
+                self.check_names(&count, allowed, &loc, "instances.count");
+                let active = match &i.active {
+                    Some(a) => {
+                        let e = self.parse_expr(&a.as_expr_text(), &loc, "instances.active")?;
+                        self.check_names(&e, allowed, &loc, "instances.active");
+                        Some(e)
+                    }
+                    None => None,
+                };
+                Some(InstancesIr { count, active, index: i.index.clone() })
+            });
+            nodes.push(NodeIr {
+                id: id.clone(),
+                loc,
+                kind,
+                inputs: n.inputs.as_ref().map(|i| i.to_vec()).unwrap_or_default(),
+                args,
+                path: n.path.clone(),
+                leaves: n.leaves.clone(),
+                role: n.role.clone(),
+                when,
+                instances,
+                stream_out: n.stream_out.clone(),
+                reads: n.reads.clone(),
+            });
+        }
+        let ordered = self.order(nodes, inputs, file);
+        let ids: BTreeSet<&str> = ordered.iter().map(|n| n.id.as_str()).collect();
+        for o in outputs {
+            if !ids.contains(o.as_str()) && !inputs.contains(o) {
+                self.err(SpecError::new(code::UNKNOWN_INPUT, format!("output `{o}` is not a node of the graph"), Location::in_file(file)));
+            }
+        }
+        ordered
+    }
+
+    fn binds(&mut self, bind: &IndexMap<String, Scalar>, loc: &Location, allowed: &dyn Fn(&str) -> bool) -> Vec<(String, Expr)> {
+        let mut out = Vec::new();
+        for (k, v) in bind {
+            if !self.repo.dims.contains_key(k) {
+                let hint = closest(k, self.repo.dims.keys().map(String::as_str)).map(|c| format!("did you mean `{c}`?")).unwrap_or_default();
+                self.err(SpecError::new(code::UNKNOWN_DIM, format!("`bind` names `{k}`, which is not a registered dim"), loc.clone()).hint(hint));
+            }
+            if let Some(e) = self.parse_expr(&v.as_expr_text(), loc, &format!("bind `{k}`")) {
+                self.check_names(&e, allowed, loc, &format!("bind `{k}`"));
+                out.push((k.clone(), e));
+            }
+        }
+        out
+    }
+
+    fn stack(&mut self, st: &StackDef, file: &str, loc: &Location, allowed: &dyn Fn(&str) -> bool) -> Option<StackIr> {
+        let repeat = self.parse_expr(&st.repeat.as_expr_text(), loc, "stack repeat")?;
+        self.check_names(&repeat, allowed, loc, "stack repeat");
+        let index_offset = st.index_offset.as_ref().and_then(|o| self.parse_expr(&o.as_expr_text(), loc, "stack index_offset"));
+        let mut schedule = Vec::new();
+        for s in &st.schedule {
+            let sloc = loc_of(file, &s.referenced).with_node(loc.node.clone().unwrap_or_default());
+            let when = match &s.value.when {
+                Some(w) => {
+                    let e = self.parse_expr(&w.as_expr_text(), &sloc, "schedule `where`");
+                    if let Some(e) = &e {
+                        self.check_names(e, allowed, &sloc, "schedule `where`");
+                    }
+                    e
+                }
+                None => None,
+            };
+            schedule.push(ScheduleIr { block: s.value.block.clone(), when, loc: sloc });
+        }
+        if schedule.is_empty() {
+            self.err(SpecError::new(code::BAD_NODE, "a stack needs at least one schedule entry".to_string(), loc.clone()).hint("schedule: [{ block: decoder }]"));
+        }
+        let streams: Vec<StreamIr> = st.streams.iter().map(|(n, s)| StreamIr { name: n.clone(), carries: s.carries, src: s.src.clone() }).collect();
+        let carried = streams.iter().filter(|s| s.carries).count();
+        if carried != 1 {
+            self.err(
+                SpecError::new(code::BAD_STREAM, format!("a stack carries exactly one stream from layer to layer; this one declares {carried}"), loc.clone())
+                    .hint("streams: { hidden: { carries: true, src: \"`hidden_states = decoder_layer(`\" } }"),
+            );
+        }
+        Some(StackIr { repeat, path: st.path.clone(), index_offset, schedule, streams })
+    }
+
+    /// Topological order along `in:` edges; unknown inputs and cycles are errors.
+    fn order(&mut self, nodes: Vec<NodeIr>, inputs: &[String], file: &str) -> Vec<NodeIr> {
+        let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
+        let mut ok = true;
+        for n in &nodes {
+            for i in &n.inputs {
+                if !index.contains_key(i) && !inputs.contains(i) {
+                    let mut cands: Vec<&str> = index.keys().map(String::as_str).collect();
+                    cands.extend(inputs.iter().map(String::as_str));
+                    let hint = match closest(i, cands.iter().copied()) {
+                        Some(c) => format!("did you mean `{c}`? `in:` names a node of this graph or one of its inputs ({})", inputs.join(", ")),
+                        None => format!("`in:` names a node of this graph or one of its inputs ({})", inputs.join(", ")),
+                    };
+                    self.err(SpecError::new(code::UNKNOWN_INPUT, format!("node `{}` reads `{i}`, which does not exist", n.id), n.loc.clone()).hint(hint));
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return nodes;
+        }
+        // Kahn's algorithm, stable in declaration order.
+        let mut state = vec![0u8; nodes.len()];
+        let mut out_idx = Vec::with_capacity(nodes.len());
+        fn visit(i: usize, nodes: &[NodeIr], index: &HashMap<String, usize>, state: &mut [u8], out: &mut Vec<usize>) -> Result<(), usize> {
+            match state[i] {
+                2 => return Ok(()),
+                1 => return Err(i),
+                _ => {}
+            }
+            state[i] = 1;
+            for inp in &nodes[i].inputs {
+                if let Some(&j) = index.get(inp) {
+                    visit(j, nodes, index, state, out)?;
+                }
+            }
+            state[i] = 2;
+            out.push(i);
+            Ok(())
+        }
+        for i in 0..nodes.len() {
+            if let Err(c) = visit(i, &nodes, &index, &mut state, &mut out_idx) {
+                self.err(
+                    SpecError::new(code::CYCLE, format!("node `{}` is part of a cycle of `in:` edges", nodes[c].id), nodes[c].loc.clone())
+                        .hint("dataflow inside a graph must be acyclic; cross-layer values are streams"),
+                );
+                let _ = file;
+                return nodes;
+            }
+        }
+        let mut slots: Vec<Option<NodeIr>> = nodes.into_iter().map(Some).collect();
+        out_idx.into_iter().filter_map(|i| slots[i].take()).collect()
+    }
+
+    fn model(&mut self, def: &ModelDef, file: &str) -> ModelIr {
+        let floc = Location::in_file(file);
+        let mut dims = Vec::new();
+        for (name, v) in &def.dims {
+            let loc = loc_of(file, &v.referenced).with_node(format!("dims.{name}"));
+            if !self.repo.dims.contains_key(name) {
+                let hint = closest(name, self.repo.dims.keys().map(String::as_str))
+                    .map(|c| format!("did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"))
+                    .unwrap_or_else(|| "register it in specs/arch/dims.yaml with a kind and summary".into());
+                self.err(SpecError::new(code::UNKNOWN_DIM, format!("dim `{name}` is not registered"), loc.clone()).hint(hint));
+            }
+            let raw = v.value.as_expr_text();
+            if let Some(e) = self.parse_expr(&raw, &loc, &format!("dim `{name}`")) {
+                dims.push(DimBinding { name: name.clone(), expr: e, raw, loc });
+            }
+        }
+        let mut attrs = Vec::new();
+        for (name, v) in &def.attrs {
+            let loc = loc_of(file, &v.referenced).with_node(format!("attrs.{name}"));
+            let raw = v.value.as_expr_text();
+            if let Some(e) = self.parse_expr(&raw, &loc, &format!("attr `{name}`")) {
+                attrs.push(DimBinding { name: name.clone(), expr: e, raw, loc });
+            }
+        }
+        let dim_names: BTreeSet<String> = dims.iter().map(|d| d.name.clone()).collect();
+        let allowed_all = |n: &str| dim_names.contains(n) || LOOP_VARS.contains(&n);
+        for d in &dims {
+            let d = d.clone();
+            self.check_names(&d.expr, &allowed_all, &d.loc, &format!("dim `{}`", d.name));
+        }
+        for d in &def.drafts {
+            if !self.repo.components.contains_key(d) {
+                self.err(SpecError::new(code::UNKNOWN_COMPONENT, format!("draft `{d}` does not exist"), floc.clone()).hint("drafts live in specs/components/drafts/<name>.yaml"));
+            }
+        }
+        let mut blocks = IndexMap::new();
+        for (name, b) in &def.blocks {
+            let loc = loc_of(file, &b.referenced).with_node(format!("blocks.{name}"));
+            let template = self.component(&b.value.template, &loc);
+            let mut fills = IndexMap::new();
+            for (slot, f) in &b.value.fill {
+                let (cname, bind, path) = match f {
+                    FillDef::Name(n) => (n.clone(), IndexMap::new(), None),
+                    FillDef::Full { component, bind, path } => (component.clone(), bind.clone(), path.clone()),
+                };
+                if !def.blocks.contains_key(&cname) {
+                    self.component(&cname, &loc);
+                }
+                let bind = self.binds(&bind, &loc, &allowed_all);
+                fills.insert(slot.clone(), FillIr { name: cname, bind, path });
+            }
+            if let Some(t) = &template {
+                for s in &t.slots {
+                    if !fills.contains_key(s) {
+                        self.err(SpecError::new(code::UNFILLED_SLOT, format!("block `{name}` leaves slot `{s}` of `{}` unfilled", t.name), loc.clone()).hint(format!("fill: {{ {s}: <component> }}")));
+                    }
+                }
+                for s in fills.keys() {
+                    if !t.slots.contains(s) {
+                        self.err(SpecError::new(code::UNFILLED_SLOT, format!("block `{name}` fills `{s}`, which `{}` does not have", t.name), loc.clone()).hint(format!("slots of `{}`: {}", t.name, t.slots.join(", "))));
+                    }
+                }
+            }
+            let bind = self.binds(&b.value.bind, &loc, &allowed_all);
+            blocks.insert(name.clone(), BlockIr { name: name.clone(), template: b.value.template.clone(), fills, bind, loc });
+        }
+        let graph = self.graph(&def.graph, &["input_ids".to_string()], &def.outputs, file, &allowed_all, &[]);
+        for n in &graph {
+            if let NodeKind::Stack(s) = &n.kind {
+                for e in &s.schedule {
+                    if !blocks.contains_key(&e.block) {
+                        let hint = closest(&e.block, blocks.keys().map(String::as_str)).map(|c| format!("did you mean `{c}`?")).unwrap_or_else(|| "declare it under `blocks:`".into());
+                        self.err(SpecError::new(code::UNKNOWN_COMPONENT, format!("schedule names block `{}`, which is not declared", e.block), e.loc.clone()).hint(hint));
+                    }
+                }
+            }
+        }
+        let q = &def.quant_context;
+        let mut quant = QuantIr {
+            default: q.default.clone().unwrap_or_else(|| "bf16".into()),
+            per_role: q.per_role.clone(),
+            overrides: q.overrides.iter().map(|o| OverrideIr { leaf: o.value.leaf.clone(), format: o.value.format.clone(), loc: loc_of(file, &o.referenced) }).collect(),
+            cache: q.cache.clone().unwrap_or_else(|| "bf16".into()),
+        };
+        let mut formats: Vec<(String, Location)> = vec![(quant.default.clone(), floc.clone()), (quant.cache.clone(), floc.clone())];
+        for (role, f) in &quant.per_role {
+            self.check_role(role, &floc);
+            formats.push((f.clone(), floc.clone()));
+        }
+        for o in &quant.overrides {
+            formats.push((o.format.clone(), o.loc.clone()));
+        }
+        for (f, loc) in formats {
+            if !self.repo.schemes.contains_key(&f) {
+                let names: Vec<&str> = self.repo.schemes.keys().map(String::as_str).collect();
+                self.err(SpecError::new(code::UNKNOWN_QUANT, format!("storage format `{f}` has no scheme in specs/quant/"), loc).hint(format!("known formats: {}", names.join(", "))));
+            }
+        }
+        quant.per_role.sort_keys();
+        ModelIr {
+            name: def.model.clone(),
+            file: file.to_string(),
+            summary: def.summary.clone(),
+            architectures: def.architectures.clone(),
+            sources: def.sources.clone(),
+            dims,
+            attrs,
+            blocks,
+            quant,
+            graph,
+            outputs: def.outputs.clone(),
+            components: std::mem::take(&mut self.comps),
+            schemes: self.repo.schemes.clone(),
+            dim_table: self.repo.dims.clone(),
+            model_card: def.model_card.clone(),
+            drafts: def.drafts.clone(),
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The YAML shapes of the spec repository, as deserialized. Nothing here is checked beyond
+//! syntax; `load` resolves references and reports located errors.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// A scalar argument: an expression string, an integer or a boolean.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Scalar {
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl Scalar {
+    pub fn as_expr_text(&self) -> String {
+        match self {
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Real(r) => r.to_string(),
+            Scalar::Text(s) => match s.as_str() {
+                // Bare words such as `causal` are names, not dims; keep them quoted.
+                "true" | "false" => s.clone(),
+                _ => s.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// Expert-style replication of a node: `count` copies in the checkpoint, `active` used per token.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instances {
+    pub count: Scalar,
+    #[serde(default)]
+    pub active: Option<Scalar>,
+    /// Placeholder in `path` replaced by the instance index, e.g. `e` for `experts.{e}`.
+    pub index: String,
+}
+
+/// A node of a component graph or of a model's top-level graph.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NodeDef {
+    pub op: Option<String>,
+    pub component: Option<String>,
+    pub slot: Option<String>,
+    pub stack: Option<StackDef>,
+    #[serde(rename = "in")]
+    pub inputs: Option<OneOrMany>,
+    #[serde(default)]
+    pub args: IndexMap<String, Scalar>,
+    /// Checkpoint module path relative to the enclosing component (`.` = the component itself).
+    pub path: Option<String>,
+    /// Leaf-name overrides, e.g. `{ weight: gate_up_proj, bias: gate_up_proj_bias }`.
+    #[serde(default)]
+    pub leaves: IndexMap<String, String>,
+    /// Dim rebinding for a nested component: `{ d_ffn: d_moe_ffn }`.
+    #[serde(default)]
+    pub bind: IndexMap<String, Scalar>,
+    pub instances: Option<Instances>,
+    /// Role of a top-level node (e.g. `mtp`), or an override for a nested component.
+    pub role: Option<String>,
+    /// Condition over dims; when false the node passes its first input through unchanged.
+    #[serde(rename = "when")]
+    pub when: Option<Scalar>,
+    #[serde(default)]
+    pub stream_out: IndexMap<String, String>,
+    #[serde(default)]
+    pub reads: Vec<String>,
+    pub summary: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleEntry {
+    pub block: String,
+    /// Predicate over the layer index `i`; absent = every layer.
+    #[serde(rename = "where")]
+    pub when: Option<Scalar>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamDef {
+    #[serde(default)]
+    pub carries: bool,
+    /// Where the value comes from in the forward source; the text in backticks (or the whole
+    /// string) must occur in the source.
+    pub src: Option<String>,
+    pub summary: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackDef {
+    pub repeat: Scalar,
+    /// Module path of layer `i`, e.g. `model.layers.{i}`.
+    pub path: String,
+    /// Added to `i` when naming layers, e.g. MTP layers numbered after the main stack.
+    #[serde(default)]
+    pub index_offset: Option<Scalar>,
+    pub schedule: Vec<Spanned<ScheduleEntry>>,
+    #[serde(default)]
+    pub streams: IndexMap<String, StreamDef>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheDef {
+    pub node: String,
+    pub kind: String,
+    /// `per_token`, `window` or `constant`.
+    pub growth: String,
+    pub window: Option<Scalar>,
+    /// For constant state kept as several steps of a node's output (conv state): the step count.
+    pub steps: Option<Scalar>,
+    pub dtype: Option<String>,
+    /// Condition over dims; the entry applies only when it holds.
+    #[serde(rename = "when")]
+    pub when: Option<Scalar>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AxiomDef {
+    /// Cache elements written per token per instance (per_token and window caches together).
+    pub kv_elements_per_token: Option<Scalar>,
+    /// Elements of constant per-sequence state.
+    pub state_elements: Option<Scalar>,
+    /// Every window-capped cache is capped at this many tokens.
+    pub window: Option<Scalar>,
+    /// Every cached node is read by an attention op of this component.
+    #[serde(default)]
+    pub caches_read_by_attention: bool,
+    pub summary: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentDef {
+    pub component: String,
+    pub role: String,
+    pub summary: String,
+    #[serde(default)]
+    pub dims: Vec<String>,
+    /// Values for dims the caller does not bind (optional features default off).
+    #[serde(default)]
+    pub defaults: IndexMap<String, Scalar>,
+    #[serde(default)]
+    pub slots: Vec<String>,
+    pub inputs: Vec<String>,
+    pub graph: IndexMap<String, Spanned<NodeDef>>,
+    pub outputs: Vec<String>,
+    #[serde(default)]
+    pub cache: Vec<Spanned<CacheDef>>,
+    #[serde(default)]
+    pub axioms: Vec<Spanned<AxiomDef>>,
+    pub decode_variant: Option<String>,
+    /// The forward-source class this component renders (for review and prompts).
+    pub source: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockDef {
+    pub template: String,
+    #[serde(default)]
+    pub fill: IndexMap<String, FillDef>,
+    #[serde(default)]
+    pub bind: IndexMap<String, Scalar>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum FillDef {
+    Name(String),
+    Full {
+        component: String,
+        #[serde(default)]
+        bind: IndexMap<String, Scalar>,
+        /// Module path of the filled component, replacing the slot's.
+        path: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideDef {
+    /// Glob over the leaf's checkpoint name (`*` matches within and across dots).
+    pub leaf: String,
+    pub format: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct QuantContextDef {
+    pub default: Option<String>,
+    #[serde(default)]
+    pub per_role: IndexMap<String, String>,
+    #[serde(default)]
+    pub overrides: Vec<Spanned<OverrideDef>>,
+    /// Storage of caches (KV) unless an entry says otherwise.
+    pub cache: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCard {
+    pub params_total: Option<f64>,
+    pub params_active: Option<f64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDef {
+    pub model: String,
+    pub summary: String,
+    pub architectures: Vec<String>,
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub drafts: Vec<String>,
+    pub dims: IndexMap<String, Spanned<Scalar>>,
+    /// Text settings components read by name (e.g. `rope_type: config.rope_scaling.rope_type`).
+    #[serde(default)]
+    pub attrs: IndexMap<String, Spanned<Scalar>>,
+    #[serde(default)]
+    pub blocks: IndexMap<String, Spanned<BlockDef>>,
+    #[serde(default)]
+    pub quant_context: QuantContextDef,
+    pub graph: IndexMap<String, Spanned<NodeDef>>,
+    pub outputs: Vec<String>,
+    pub model_card: Option<ModelCard>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DimDef {
+    pub kind: String,
+    pub summary: String,
+    #[serde(default)]
+    pub shardable_by: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredDef {
+    /// Appended to the leaf's name (`_scale_inv`, `_blocks`); empty for the main tensor.
+    #[serde(default)]
+    pub suffix: String,
+    pub dtype: String,
+    /// Axes as expressions over `out`, `in` (the last two logical axes); `...` stands for the
+    /// leading logical axes. Absent = the logical shape.
+    pub shape: Option<Vec<Scalar>>,
+    /// Quantization metadata (scales): stored, but not parameters.
+    #[serde(default)]
+    pub scale: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantSchemeDef {
+    pub name: String,
+    pub summary: String,
+    /// Which leaf kinds the scheme packs (`matrix`, `vector`, `table`, `any`); others fall back
+    /// to the context default.
+    pub applies_to: Vec<String>,
+    /// Logical parameters per stored element of the main tensor (2 for MXFP4 nibbles in U8).
+    #[serde(default)]
+    pub params_per_element: Option<i64>,
+    pub stored: Vec<StoredDef>,
+}

@@ -1,0 +1,99 @@
+//! Finding and reading the spec repository (`specs/`) and resolving what a command names:
+//! a spec file, a model name, or a Hugging Face model id.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use harch_engine::{ModelIr, Repo, SpecError};
+
+/// The repository root: `$HARCH_ROOT`, else the nearest ancestor of the current directory with
+/// `specs/arch/dims.yaml`, else the checkout this binary was built from.
+pub fn root() -> PathBuf {
+    if let Ok(r) = std::env::var("HARCH_ROOT") {
+        return PathBuf::from(r);
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        for dir in cwd.ancestors() {
+            if dir.join("specs/arch/dims.yaml").is_file() {
+                return dir.to_path_buf();
+            }
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Read every YAML file under `root/specs` into a [`Repo`]; `extra` adds files from elsewhere
+/// (a spec being validated, its drafts), keyed the same way.
+pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo> {
+    let mut files = BTreeMap::new();
+    let specs = root.join("specs");
+    let mut stack = vec![specs.clone()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
+        for e in entries {
+            let path = e?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+                let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+                files.insert(rel, text);
+            }
+        }
+    }
+    for (k, v) in extra {
+        files.insert(k.clone(), v.clone());
+    }
+    Ok(Repo::from_files(files))
+}
+
+/// What a command line names as the spec.
+pub struct Target {
+    pub repo: Repo,
+    /// Model name in the repo, or the relative file key of a spec given by path.
+    pub model: String,
+}
+
+/// Resolve `SPEC-PATH | model name`. A path outside `specs/models/` is added to the repo under
+/// `specs/models/` (its drafts may sit next to it in `drafts/`).
+pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
+    let p = Path::new(arg);
+    if p.is_file() {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {arg}"))?;
+        let key = format!("specs/models/{}", p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
+        let mut extra = vec![];
+        let abs = std::fs::canonicalize(p)?;
+        let inside = std::fs::canonicalize(root.join("specs")).map(|s| abs.starts_with(s)).unwrap_or(false);
+        let key = if inside { abs.strip_prefix(std::fs::canonicalize(root)?)?.to_string_lossy().replace('\\', "/") } else { key };
+        if !inside {
+            extra.push((key.clone(), text));
+            if let Some(dir) = p.parent() {
+                let drafts = dir.join("drafts");
+                if drafts.is_dir() {
+                    for e in std::fs::read_dir(&drafts)? {
+                        let path = e?.path();
+                        if path.extension().is_some_and(|x| x == "yaml") {
+                            let name = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+                            extra.push((format!("specs/components/drafts/{name}"), std::fs::read_to_string(&path)?));
+                        }
+                    }
+                }
+            }
+        }
+        let repo = read_repo(root, &extra)?;
+        return Ok(Target { repo, model: key });
+    }
+    let repo = read_repo(root, &[])?;
+    if repo.model_names().contains(&arg) {
+        return Ok(Target { repo, model: arg.to_string() });
+    }
+    if arg.ends_with(".yaml") {
+        bail!("no such file: {arg}");
+    }
+    bail!("`{arg}` is neither a spec file nor a model spec name (known: {})", repo.model_names().join(", "))
+}
+
+pub fn load(target: &Target) -> Result<ModelIr, Vec<SpecError>> {
+    target.repo.load_model(&target.model)
+}
