@@ -1,0 +1,205 @@
+//! The loop: send the conversation, run the tools the model asks for, answer each call, repeat
+//! until the model stops calling tools or a cap (steps, tokens, wall time) is hit. Every step is
+//! appended to the transcript before the next request.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::wire::{ChatRequest, ChatResponse, Message};
+use super::{OpenAiBackend, tools};
+use crate::transcript::Transcript;
+use crate::{AgentError, AgentOutcome, AgentRequest, Failure, FailureKind, Usage};
+
+#[derive(Default)]
+struct State {
+    usage: Usage,
+    turns: u32,
+    claimed_success: bool,
+    final_message: Option<String>,
+    failure: Option<Failure>,
+}
+
+pub(super) async fn run(
+    backend: &OpenAiBackend,
+    req: &AgentRequest<'_>,
+) -> Result<AgentOutcome, AgentError> {
+    let ws = req.workspace;
+    let model = req.model.unwrap_or(&backend.config.default_model);
+    let mut transcript =
+        Transcript::create(&ws.logs_dir().join(format!("{}.openai.jsonl", req.label)))?;
+    transcript.record(
+        &json!({"event": "start", "model": model, "base_url": backend.config.base_url,
+        "max_turns": req.limits.max_turns, "max_tokens": req.limits.max_tokens}),
+    )?;
+    let before = ws.snapshot_writable();
+    let started = Instant::now();
+    let mut state = State::default();
+    let steps = steps(backend, req, model, &mut transcript, &mut state);
+    match tokio::time::timeout(req.limits.wall_time, steps).await {
+        Ok(result) => result?,
+        Err(_) => {
+            state.claimed_success = false;
+            state.failure = Some(Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "stopped after the wall-clock limit of {:?}",
+                    req.limits.wall_time
+                ),
+            ));
+        }
+    }
+    transcript.record(
+        &json!({"event": "end", "claimed_success": state.claimed_success,
+        "failure": state.failure, "usage": state.usage, "turns": state.turns}),
+    )?;
+    Ok(AgentOutcome {
+        backend: "openai".into(),
+        model: Some(model.to_string()),
+        exit_code: None,
+        claimed_success: state.claimed_success,
+        turns: Some(state.turns),
+        usage: Some(state.usage),
+        cost_usd: None,
+        wall_ms: started.elapsed().as_millis() as u64,
+        transcript: transcript.path().to_path_buf(),
+        stderr_log: None,
+        files_changed: ws.snapshot_writable().changed_since(&before),
+        final_message: state.final_message,
+        failure: state.failure,
+    })
+}
+
+async fn steps(
+    backend: &OpenAiBackend,
+    req: &AgentRequest<'_>,
+    model: &str,
+    transcript: &mut Transcript,
+    st: &mut State,
+) -> Result<(), AgentError> {
+    let tools = tools::schema();
+    let mut messages = vec![Message::user(req.prompt)];
+    for step in 1..=req.limits.max_turns {
+        if st.usage.total() >= req.limits.max_tokens {
+            st.failure = Some(Failure::new(
+                FailureKind::BudgetExceeded,
+                format!(
+                    "used {} tokens of {}",
+                    st.usage.total(),
+                    req.limits.max_tokens
+                ),
+            ));
+            return Ok(());
+        }
+        let body = ChatRequest {
+            model,
+            messages: &messages,
+            tools: &tools,
+            tool_choice: "auto",
+            max_tokens: None,
+        };
+        let response = match post(backend, &body).await {
+            Ok(r) => r,
+            Err(failure) => {
+                transcript.record(&json!({"step": step, "error": failure}))?;
+                st.failure = Some(failure);
+                return Ok(());
+            }
+        };
+        st.turns = step;
+        if let Some(u) = &response.usage {
+            st.usage.add(Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+                cached_input_tokens: u
+                    .prompt_tokens_details
+                    .as_ref()
+                    .map_or(0, |d| d.cached_tokens),
+            });
+        }
+        let Some(choice) = response.choices.into_iter().next() else {
+            st.failure = Some(Failure::new(
+                FailureKind::AgentError,
+                "response has no choices",
+            ));
+            return Ok(());
+        };
+        let message = choice.message;
+        transcript.record(&json!({"step": step, "finish_reason": choice.finish_reason,
+            "usage": st.usage, "message": message}))?;
+        messages.push(message.clone());
+        if message.tool_calls.is_empty() {
+            st.final_message = message.content;
+            match choice.finish_reason.as_deref() {
+                None | Some("stop") => st.claimed_success = true,
+                Some(other) => {
+                    st.failure = Some(Failure::new(
+                        FailureKind::AgentError,
+                        format!("the model stopped with finish_reason {other}"),
+                    ))
+                }
+            }
+            return Ok(());
+        }
+        for call in &message.tool_calls {
+            let answer = tools::call(
+                req.workspace,
+                &call.function.name,
+                &call.function.arguments,
+                req.label,
+            )
+            .await;
+            transcript.record(
+                &json!({"step": step, "tool": call.function.name, "tool_call_id": call.id,
+                "arguments": call.function.arguments, "result": answer}),
+            )?;
+            messages.push(Message::tool(&call.id, answer));
+        }
+    }
+    st.failure = Some(Failure::new(
+        FailureKind::MaxTurns,
+        format!("reached the step limit of {}", req.limits.max_turns),
+    ));
+    Ok(())
+}
+
+async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatResponse, Failure> {
+    let url = format!(
+        "{}/chat/completions",
+        backend.config.base_url.trim_end_matches('/')
+    );
+    let mut request = backend.http.post(&url).json(body);
+    if let Some(key) = &backend.api_key {
+        request = request.bearer_auth(key);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| Failure::new(FailureKind::Transient, format!("POST {url}: {e}")))?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| {
+        Failure::new(
+            FailureKind::Transient,
+            format!("reading the response of {url}: {e}"),
+        )
+    })?;
+    if !status.is_success() {
+        let kind = match status.as_u16() {
+            429 => FailureKind::RateLimited,
+            401 | 403 => FailureKind::Auth,
+            s if s >= 500 => FailureKind::Transient,
+            _ => FailureKind::AgentError,
+        };
+        let snippet: String = text.chars().take(500).collect();
+        return Err(Failure::new(
+            kind,
+            format!("HTTP {status} from {url}: {snippet}"),
+        ));
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        Failure::new(
+            FailureKind::AgentError,
+            format!("response of {url} is not a chat completion: {e}"),
+        )
+    })
+}

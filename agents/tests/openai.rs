@@ -1,0 +1,303 @@
+//! The OpenAI-compatible loop against a local server (wiremock) that plays a scripted model:
+//! each answer is computed from the conversation it receives, like a deterministic replay.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use harch_agents::{
+    AgentBackend, AgentOutcome, AgentRequest, FailureKind, OpenAiBackend, OpenAiConfig,
+};
+use serde_json::{Value, json};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+fn tool_call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+}
+
+fn reply(message: Value, finish: &str, tokens: u64) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "c", "object": "chat.completion", "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 10, "total_tokens": tokens + 10,
+                  "prompt_tokens_details": {"cached_tokens": tokens / 2}}
+    }))
+}
+
+fn calls(calls: Vec<Value>) -> ResponseTemplate {
+    reply(
+        json!({"role": "assistant", "content": null, "tool_calls": calls}),
+        "tool_calls",
+        100,
+    )
+}
+
+fn messages(req: &Request) -> Vec<Value> {
+    let body: Value = req.body_json().unwrap();
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Lists, reads the config, writes a wrong spec, validates, fixes it from the hint, validates,
+/// stops. Like Moonshot's thinking models it refuses a conversation that dropped its
+/// `reasoning_content`.
+struct FixingModel;
+
+impl Respond for FixingModel {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let msgs = messages(req);
+        let assistants: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "assistant").collect();
+        if assistants
+            .iter()
+            .any(|m| m["reasoning_content"] != "thinking about the spec")
+        {
+            return ResponseTemplate::new(400)
+                .set_body_string("reasoning_content missing on an assistant message");
+        }
+        let last_tool = msgs.iter().rev().find(|m| m["role"] == "tool");
+        let think = |mut r: Value| {
+            r["reasoning_content"] = json!("thinking about the spec");
+            r
+        };
+        let step = |c: Vec<Value>| {
+            reply(
+                think(json!({"role": "assistant", "content": null, "tool_calls": c})),
+                "tool_calls",
+                100,
+            )
+        };
+        match assistants.len() {
+            0 => step(vec![
+                tool_call("a", "list_files", json!({})),
+                tool_call("b", "read_file", json!({"path": "truth/config.json"})),
+            ]),
+            1 => step(vec![tool_call(
+                "c",
+                "write_file",
+                json!({"path": "specs/models/tiny.yaml", "content": "model: tiny\nattention: wrong\n"}),
+            )]),
+            2 | 4 => step(vec![tool_call("v", "run_validate", json!({}))]),
+            3 => {
+                let report = last_tool.unwrap()["content"].as_str().unwrap();
+                let hint = report
+                    .split("\"hint\":\"set ")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                step(vec![tool_call(
+                    "d",
+                    "write_file",
+                    json!({"path": "specs/models/tiny.yaml", "content": format!("model: tiny\n{hint}\n")}),
+                )])
+            }
+            _ => reply(
+                think(json!({"role": "assistant", "content": "The spec validates."})),
+                "stop",
+                100,
+            ),
+        }
+    }
+}
+
+async fn server(responder: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", "Bearer sk-openai-test"))
+        .respond_with(responder)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn run(server: &MockServer, f: &Fixture, limits: harch_agents::AgentLimits) -> AgentOutcome {
+    let config = OpenAiConfig::new(format!("{}/v1", server.uri()), "scripted");
+    let backend = OpenAiBackend::new(config, &credentials()).unwrap();
+    let req = AgentRequest {
+        prompt: "Write the spec for tiny.",
+        workspace: &f.ws,
+        limits: &limits,
+        model: None,
+        label: "generate-1",
+    };
+    backend.run(&req).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_loop_writes_validates_fixes_and_stops() {
+    let s = server(FixingModel).await;
+    let f = workspace();
+    let o = run(&s, &f, limits()).await;
+    assert_eq!(o.failure, None, "{o:?}");
+    assert!(o.claimed_success);
+    assert_eq!(o.turns, Some(6));
+    let usage = o.usage.unwrap();
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_input_tokens
+        ),
+        (600, 60, 300)
+    );
+    assert_eq!(o.final_message.as_deref(), Some("The spec validates."));
+    assert_eq!(spec_text(&f.ws), "model: tiny\nattention: gqa_attention\n");
+    assert_eq!(
+        o.files_changed,
+        vec![std::path::PathBuf::from("specs/models/tiny.yaml")]
+    );
+
+    let transcript = std::fs::read_to_string(&o.transcript).unwrap();
+    let lines: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.first().unwrap()["event"], "start");
+    assert_eq!(lines.last().unwrap()["event"], "end");
+    assert_eq!(lines.iter().filter(|l| l["message"].is_object()).count(), 6);
+    let validate_answers: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["tool"] == "run_validate")
+        .map(|l| l["result"].as_str().unwrap())
+        .collect();
+    assert!(validate_answers[0].contains("W001"));
+    assert!(validate_answers[1].contains("\"valid\":true"));
+}
+
+/// Tries to write outside the writable area every way it can, then stops.
+struct EscapingModel;
+
+impl Respond for EscapingModel {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        if messages(req).iter().any(|m| m["role"] == "tool") {
+            return reply(json!({"role": "assistant", "content": "done"}), "stop", 10);
+        }
+        let w =
+            |id: &str, p: &str| tool_call(id, "write_file", json!({"path": p, "content": "pwned"}));
+        calls(vec![
+            w("1", "../escape.txt"),
+            w("2", "/tmp/harch-openai-escape.txt"),
+            w("3", "truth/config.json"),
+            w("4", "specs/models/link/escape.txt"),
+            w("5", "specs/models/../../escape.txt"),
+            tool_call(
+                "6",
+                "read_file",
+                json!({"path": "../logs/generate-1.openai.jsonl"}),
+            ),
+            tool_call("7", "read_file", json!({"path": "/etc/hostname"})),
+        ])
+    }
+}
+
+#[tokio::test]
+async fn tools_refuse_paths_outside_the_workspace() {
+    let s = server(EscapingModel).await;
+    let f = workspace();
+    std::os::unix::fs::symlink(f.tmp.path(), f.ws.specs_dir().join("models/link")).unwrap();
+    let o = run(&s, &f, limits()).await;
+    assert!(o.claimed_success);
+    let transcript = std::fs::read_to_string(&o.transcript).unwrap();
+    let results: Vec<String> = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["tool"].is_string())
+        .map(|l| l["result"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(results.len(), 7);
+    for r in &results {
+        assert!(r.starts_with("error:"), "{r}");
+    }
+    assert!(!f.ws.job_dir().join("escape.txt").exists());
+    assert!(!f.tmp.path().join("escape.txt").exists());
+    assert!(!std::path::Path::new("/tmp/harch-openai-escape.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(f.ws.truth_dir().join("config.json")).unwrap(),
+        r#"{"hidden_size": 64}"#
+    );
+    assert!(o.wrote_nothing());
+}
+
+/// Never stops exploring.
+struct RestlessModel;
+
+impl Respond for RestlessModel {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        calls(vec![tool_call("l", "list_files", json!({"path": "truth"}))])
+    }
+}
+
+#[tokio::test]
+async fn the_step_cap_ends_the_loop() {
+    let s = server(RestlessModel).await;
+    let f = workspace();
+    let mut l = limits();
+    l.max_turns = 3;
+    let o = run(&s, &f, l).await;
+    assert!(!o.claimed_success);
+    assert_eq!(o.turns, Some(3));
+    assert_eq!(
+        o.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::MaxTurns)
+    );
+    assert_eq!(s.received_requests().await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn the_token_cap_ends_the_loop() {
+    let s = server(RestlessModel).await;
+    let f = workspace();
+    let mut l = limits();
+    l.max_tokens = 250;
+    let o = run(&s, &f, l).await;
+    assert_eq!(
+        o.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::BudgetExceeded)
+    );
+    assert_eq!(
+        o.turns,
+        Some(3),
+        "110 tokens a step: the cap is seen before the fourth request"
+    );
+}
+
+#[tokio::test]
+async fn the_wall_clock_cap_ends_the_loop() {
+    let s = server(ResponseTemplate::new(200).set_delay(Duration::from_secs(10))).await;
+    let f = workspace();
+    let mut l = limits();
+    l.wall_time = Duration::from_millis(300);
+    let o = run(&s, &f, l).await;
+    assert_eq!(
+        o.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::Timeout)
+    );
+    assert!(o.retryable());
+}
+
+#[tokio::test]
+async fn http_errors_are_classified() {
+    for (status, kind, retryable) in [
+        (429, FailureKind::RateLimited, true),
+        (503, FailureKind::Transient, true),
+        (401, FailureKind::Auth, false),
+        (400, FailureKind::AgentError, false),
+    ] {
+        let s = server(ResponseTemplate::new(status).set_body_string("nope")).await;
+        let f = workspace();
+        let o = run(&s, &f, limits()).await;
+        assert_eq!(o.failure.as_ref().map(|f| f.kind), Some(kind), "{status}");
+        assert_eq!(o.retryable(), retryable, "{status}");
+        assert!(o.failure.unwrap().message.contains(&status.to_string()));
+    }
+}
+
+#[tokio::test]
+async fn a_publishing_token_cannot_be_configured_as_the_api_key() {
+    let mut config = OpenAiConfig::new("http://127.0.0.1:9/v1", "m");
+    config.api_key_env = "GITHUB_TOKEN".into();
+    assert!(OpenAiBackend::new(config, &credentials()).is_err());
+}
