@@ -25,6 +25,10 @@ enum Command {
     Show(cmd::show::Args),
     /// Print a quantity's formula and value.
     Explain(cmd::explain::Args),
+    /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
+    Fetch(cmd::fetch::Args),
+    /// Build a bundled offline snapshot from a truth directory.
+    Snapshot(cmd::snapshot::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +37,8 @@ fn main() -> ExitCode {
         Command::Ops(a) => cmd::ops::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Explain(a) => cmd::explain::run(a),
+        Command::Fetch(a) => cmd::fetch::run(a),
+        Command::Snapshot(a) => cmd::snapshot::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,102 @@
+//! `harch-worker fetch`: write a model's truth directory from the Hub (or, offline, from the
+//! bundled snapshot).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use harch_worker::hub::{self, FetchOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Hub model id, `org/name`.
+    pub model_id: String,
+    /// Branch, tag or commit sha.
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    /// Truth directory to write [default: .harch/truth/<org>__<name>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print a JSON report (files, tensors, requests, bytes) instead of text; no progress bar.
+    #[arg(long)]
+    pub json: bool,
+    /// Serve from the bundled snapshot (also when HF_HUB_OFFLINE=1).
+    #[arg(long)]
+    pub offline: bool,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    /// Content-addressed cache directory [default: $HARCH_CACHE_DIR or ~/.cache/harch/hub].
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not read or write the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(".harch/truth").join(args.model_id.replace('/', "__"))
+    });
+    let mut opts = FetchOptions::from_env(&args.model_id, out);
+    opts.revision = args.revision;
+    opts.offline |= args.offline;
+    opts.concurrency = args.concurrency.max(1);
+    opts.timeout = Duration::from_secs(args.timeout.max(1));
+    opts.progress = !args.json;
+    if args.no_cache {
+        opts.cache_dir = None;
+    } else if let Some(dir) = args.cache_dir {
+        opts.cache_dir = Some(dir);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(hub::fetch_truth(&opts)) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "{} @ {}: {} tensors ({} bytes) in {} shard headers -> {}",
+                    report.model_id,
+                    report.revision.as_deref().unwrap_or("snapshot"),
+                    report.tensors,
+                    report.total_bytes,
+                    report.shards,
+                    report.out.display()
+                );
+                println!(
+                    "{} requests, {} bytes transferred, {} retries, {} ms ({})",
+                    report.requests,
+                    report.bytes_transferred,
+                    report.retries,
+                    report.elapsed_ms,
+                    report.origin
+                );
+                if report.source_origin.is_none() {
+                    eprintln!(
+                        "warning: no forward source found; run scripts/fetch-transformers-src or set HARCH_TRANSFORMERS_SRC"
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if args.json {
+                let v = serde_json::json!({
+                    "error": e.to_string(),
+                    "transient": e.is_transient(),
+                });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                eprintln!("error: {e}");
+            }
+            // 3: try again later; 1: needs a person.
+            Ok(ExitCode::from(if e.is_transient() { 3 } else { 1 }))
+        }
+    }
+}

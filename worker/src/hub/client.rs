@@ -1,0 +1,445 @@
+//! One HTTP client for the Hub: bearer auth, bounded concurrency, per-request timeouts,
+//! retries with backoff that honour `Retry-After`, redirect following, and counters of the
+//! requests made and body bytes received. Hub error answers become [`FetchError`]s here.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RANGE};
+use tokio::sync::Semaphore;
+
+use super::error::FetchError;
+
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff; doubled each retry.
+    pub base_delay: Duration,
+    /// Cap on one wait, including a server's `Retry-After`.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 4,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// HTTP requests sent, each redirect hop counted.
+    pub requests: AtomicU64,
+    /// Response body bytes received.
+    pub bytes: AtomicU64,
+    pub retries: AtomicU64,
+}
+
+/// What a request was for, so a 404 or 401 can be told apart: the API's 404 means no such
+/// repo, a file's 404 means no such file.
+#[derive(Clone, Debug)]
+pub enum Target<'a> {
+    Revision { revision: &'a str },
+    File { path: &'a str, revision: &'a str },
+}
+
+pub struct Response {
+    pub body: Vec<u8>,
+    pub etag: Option<String>,
+    /// Size of the whole file (from `Content-Range`, or `Content-Length` of a full answer).
+    pub total_len: Option<u64>,
+    /// A 206 answer: the body is the range asked for, not the file from byte 0.
+    pub partial: bool,
+}
+
+pub struct Hub {
+    http: reqwest::Client,
+    pub endpoint: String,
+    token: Option<String>,
+    retry: RetryPolicy,
+    slots: Semaphore,
+    pub stats: Arc<Stats>,
+    pub repo: String,
+}
+
+impl Hub {
+    pub fn new(
+        endpoint: &str,
+        repo: &str,
+        token: Option<String>,
+        concurrency: usize,
+        timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Result<Hub, FetchError> {
+        let stats = Arc::new(Stats::default());
+        let hops = stats.clone();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("harch-worker/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .timeout(timeout)
+            .pool_max_idle_per_host(concurrency.max(1))
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                // Each hop is a request the server (and the Hub's rate limit) sees.
+                hops.requests.fetch_add(1, Ordering::Relaxed);
+                if attempt.previous().len() > 10 {
+                    attempt.error("more than 10 redirects")
+                } else {
+                    attempt.follow()
+                }
+            }))
+            .build()
+            .map_err(|e| FetchError::Network {
+                url: endpoint.to_string(),
+                message: format!("cannot build the HTTP client: {e}"),
+                attempts: 0,
+            })?;
+        Ok(Hub {
+            http,
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            token,
+            retry,
+            slots: Semaphore::new(concurrency.max(1)),
+            stats,
+            repo: repo.to_string(),
+        })
+    }
+
+    pub fn revision_url(&self, revision: &str) -> String {
+        format!(
+            "{}/api/models/{}/revision/{}",
+            self.endpoint,
+            self.repo,
+            encode_segment(revision)
+        )
+    }
+
+    pub fn file_url(&self, sha: &str, path: &str) -> String {
+        let path: Vec<String> = path.split('/').map(encode_segment).collect();
+        format!(
+            "{}/{}/resolve/{}/{}",
+            self.endpoint,
+            self.repo,
+            encode_segment(sha),
+            path.join("/")
+        )
+    }
+
+    /// GET with retries. `range` asks for `bytes=start-end` (inclusive); `limit` stops reading a
+    /// body after that many bytes (a server that ignores Range must not make us download weights).
+    pub async fn get(
+        &self,
+        url: &str,
+        target: &Target<'_>,
+        range: Option<(u64, u64)>,
+        limit: Option<u64>,
+    ) -> Result<Response, FetchError> {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let outcome = {
+                let _slot = self.slots.acquire().await.map_err(|_| FetchError::Network {
+                    url: url.to_string(),
+                    message: "client shut down".into(),
+                    attempts: attempt,
+                })?;
+                self.once(url, target, range, limit).await
+            };
+            let wait = match outcome {
+                Ok(r) => return Ok(r),
+                Err(Failure::Permanent(e)) => return Err(e),
+                Err(Failure::Retry { wait, error }) => {
+                    if attempt > self.retry.max_retries {
+                        return Err(error.into_fetch_error(url, attempt));
+                    }
+                    wait.unwrap_or_else(|| self.backoff(attempt))
+                }
+            };
+            self.stats.retries.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(url, attempt, ?wait, "retrying");
+            tokio::time::sleep(wait.min(self.retry.max_delay)).await;
+        }
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .retry
+            .base_delay
+            .saturating_mul(1u32 << (attempt - 1).min(16));
+        exp.min(self.retry.max_delay)
+    }
+
+    async fn once(
+        &self,
+        url: &str,
+        target: &Target<'_>,
+        range: Option<(u64, u64)>,
+        limit: Option<u64>,
+    ) -> Result<Response, Failure> {
+        let mut req = self.http.get(url);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some((a, b)) = range {
+            req = req.header(RANGE, format!("bytes={a}-{b}"));
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let mut resp = req.send().await.map_err(|e| Failure::Retry {
+            wait: None,
+            error: Transient::Network(describe(&e)),
+        })?;
+        let status = resp.status();
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            let wait = retry_after(resp.headers());
+            drain(&mut resp, &self.stats).await;
+            return Err(Failure::Retry {
+                wait,
+                error: Transient::Status(status.as_u16()),
+            });
+        }
+        if !status.is_success() {
+            let code = resp
+                .headers()
+                .get("x-error-code")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            drain(&mut resp, &self.stats).await;
+            return Err(Failure::Permanent(self.classify(
+                status.as_u16(),
+                code.as_deref(),
+                target,
+                url,
+            )));
+        }
+        let headers = resp.headers().clone();
+        let content_range = headers
+            .get(reqwest::header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_content_range);
+        let content_length = resp.content_length();
+        let mut body = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    self.stats
+                        .bytes
+                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    body.extend_from_slice(&chunk);
+                    if limit.is_some_and(|l| body.len() as u64 >= l) {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err(Failure::Retry {
+                        wait: None,
+                        error: Transient::Network(format!("reading the body: {}", describe(&e))),
+                    });
+                }
+            }
+        }
+        let (expected, total_len) = match (status, content_range) {
+            (StatusCode::PARTIAL_CONTENT, Some((a, b, total))) => (Some(b + 1 - a), total),
+            (StatusCode::PARTIAL_CONTENT, None) => {
+                return Err(Failure::Permanent(FetchError::Invalid {
+                    repo: self.repo.clone(),
+                    file: url.to_string(),
+                    message: "206 answer without a usable Content-Range".into(),
+                }));
+            }
+            _ => (content_length, content_length),
+        };
+        if let Some(expected) = expected {
+            let wanted = limit.map_or(expected, |l| expected.min(l));
+            if (body.len() as u64) < wanted {
+                return Err(Failure::Retry {
+                    wait: None,
+                    error: Transient::Network(format!(
+                        "truncated body: {} of {wanted} bytes",
+                        body.len()
+                    )),
+                });
+            }
+        }
+        if let Some(l) = limit {
+            body.truncate(l as usize);
+        }
+        Ok(Response {
+            body,
+            etag: headers
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .map(clean_etag),
+            total_len,
+            partial: status == StatusCode::PARTIAL_CONTENT,
+        })
+    }
+
+    fn classify(&self, status: u16, code: Option<&str>, target: &Target<'_>, url: &str) -> FetchError {
+        let repo = self.repo.clone();
+        let gated = FetchError::Gated {
+            repo: repo.clone(),
+            status,
+            with_token: self.token.is_some(),
+        };
+        match (code, target) {
+            (Some("RepoNotFound" | "RepositoryNotFound"), _) => {
+                return FetchError::RepoNotFound {
+                    repo,
+                    endpoint: self.endpoint.clone(),
+                };
+            }
+            (Some("GatedRepo"), _) => return gated,
+            (Some("RevisionNotFound"), Target::Revision { revision } | Target::File { revision, .. }) => {
+                return FetchError::RevisionNotFound {
+                    repo,
+                    revision: revision.to_string(),
+                };
+            }
+            (Some("EntryNotFound"), Target::File { path, revision }) => {
+                return FetchError::FileNotFound {
+                    repo,
+                    file: path.to_string(),
+                    revision: revision.to_string(),
+                };
+            }
+            _ => {}
+        }
+        match (status, target) {
+            (401 | 403, _) => gated,
+            (404, Target::Revision { .. }) => FetchError::RepoNotFound {
+                repo,
+                endpoint: self.endpoint.clone(),
+            },
+            (404, Target::File { path, revision }) => FetchError::FileNotFound {
+                repo,
+                file: path.to_string(),
+                revision: revision.to_string(),
+            },
+            _ => FetchError::Http {
+                url: url.to_string(),
+                status,
+                attempts: 1,
+            },
+        }
+    }
+}
+
+enum Failure {
+    Permanent(FetchError),
+    Retry {
+        wait: Option<Duration>,
+        error: Transient,
+    },
+}
+
+enum Transient {
+    Status(u16),
+    Network(String),
+}
+
+impl Transient {
+    fn into_fetch_error(self, url: &str, attempts: u32) -> FetchError {
+        match self {
+            Transient::Status(status) => FetchError::Http {
+                url: url.to_string(),
+                status,
+                attempts,
+            },
+            Transient::Network(message) => FetchError::Network {
+                url: url.to_string(),
+                message,
+                attempts,
+            },
+        }
+    }
+}
+
+/// Reads and counts an error body so the connection can be reused.
+async fn drain(resp: &mut reqwest::Response, stats: &Stats) {
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        stats.bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+    }
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    let mut msg = kind.to_string();
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
+/// `Retry-After` in seconds (the Hub sends seconds; an HTTP date falls back to our backoff).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// `bytes a-b/total` → (a, b, Some(total)); `/*` → (a, b, None).
+fn parse_content_range(v: &str) -> Option<(u64, u64, Option<u64>)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (span, total) = rest.split_once('/')?;
+    let (a, b) = span.split_once('-')?;
+    let (a, b) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    if b < a {
+        return None;
+    }
+    let total = match total.trim() {
+        "*" => None,
+        t => Some(t.parse().ok()?),
+    };
+    Some((a, b, total))
+}
+
+fn clean_etag(raw: &str) -> String {
+    raw.trim().trim_start_matches("W/").trim_matches('"').to_string()
+}
+
+/// Percent-encodes one URL path segment (branch names may hold `/`).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range_forms() {
+        assert_eq!(parse_content_range("bytes 0-99/5000"), Some((0, 99, Some(5000))));
+        assert_eq!(parse_content_range("bytes 10-19/*"), Some((10, 19, None)));
+        assert_eq!(parse_content_range("bytes 9-1/5"), None);
+        assert_eq!(parse_content_range("items 0-1/2"), None);
+    }
+
+    #[test]
+    fn segments_are_encoded() {
+        assert_eq!(encode_segment("refs/pr/1"), "refs%2Fpr%2F1");
+        assert_eq!(encode_segment("v1.0-rc_2"), "v1.0-rc_2");
+        assert_eq!(clean_etag("W/\"abc\""), "abc");
+    }
+}

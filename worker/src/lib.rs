@@ -1,0 +1,10 @@
+//! The `harch-worker` library: everything the binary does that other code (tests, benchmarks,
+//! queue stages) calls directly — truth directories, bundled snapshots, the Hub fetcher.
+//!
+//! This crate owns all I/O of harch (files, network, processes); the crates below it take
+//! values. It must not re-derive quantities the engine computes.
+
+pub mod hub;
+pub mod snapshot;
+pub mod source;
+pub mod truth_dir;

@@ -1,0 +1,133 @@
+//! Bundled offline snapshots: config.json plus the range-compressed tensor inventory of every
+//! library model, gzip-compressed JSON under `specs/snapshots/<org>__<name>.json.gz` and
+//! embedded in the binary (see build.rs), so `show`, `validate` and re-validation run on a fresh
+//! clone with no network. They carry no forward source (third-party code is not committed).
+
+use std::io::{Read, Write};
+
+use anyhow::{Context, bail};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use harch_guards::truth::{Inventory, Truth, ranges};
+use serde::{Deserialize, Serialize};
+
+include!(concat!(env!("OUT_DIR"), "/snapshots.rs"));
+
+pub const FORMAT: &str = "harch-snapshot/1";
+
+/// A snapshot decompresses to at most this: a hostile gzip bomb fails instead of eating memory.
+const MAX_DECOMPRESSED: u64 = 64 << 20;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub format: String,
+    pub model_id: String,
+    /// Commit sha of the truth it was made from, when known.
+    #[serde(default)]
+    pub revision: Option<String>,
+    pub config: serde_json::Value,
+    /// The index's `metadata.total_size`, when the checkpoint has an index.
+    #[serde(default)]
+    pub total_size: Option<u64>,
+    /// Recorded so decoding can prove the expansion reproduced the inventory.
+    pub tensor_count: usize,
+    pub total_bytes: u64,
+    /// Range-compressed tensor lines (see `harch_guards::truth::ranges`).
+    pub inventory: Vec<String>,
+}
+
+/// Model ids of the bundled snapshots, sorted.
+pub fn snapshot_ids() -> Vec<&'static str> {
+    BUNDLED.iter().map(|(id, _)| *id).collect()
+}
+
+/// The bundled snapshot of `model_id` as a [`Truth`] (no sources), if one is bundled.
+pub fn load_snapshot(model_id: &str) -> Option<Truth> {
+    try_load_snapshot(model_id).ok().flatten()
+}
+
+/// Like [`load_snapshot`], but says why a bundled snapshot could not be read.
+pub fn try_load_snapshot(model_id: &str) -> anyhow::Result<Option<Truth>> {
+    let Some((_, bytes)) = BUNDLED.iter().find(|(id, _)| *id == model_id) else {
+        return Ok(None);
+    };
+    let snap = decode(bytes).with_context(|| format!("bundled snapshot of {model_id}"))?;
+    Ok(Some(to_truth(&snap)?))
+}
+
+/// Builds a snapshot from a truth (drops shard placement and sources).
+pub fn from_truth(model_id: &str, truth: &Truth) -> anyhow::Result<Snapshot> {
+    let total = truth.inventory.total_bytes();
+    Ok(Snapshot {
+        format: FORMAT.into(),
+        model_id: model_id.into(),
+        revision: truth.revision.clone(),
+        config: truth.config.clone(),
+        total_size: truth.inventory.total_size,
+        tensor_count: truth.inventory.tensors.len(),
+        total_bytes: u64::try_from(total).context("checkpoint over 2^64 bytes")?,
+        inventory: ranges::compress(&truth.inventory.tensors)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    })
+}
+
+pub fn encode(snap: &Snapshot) -> anyhow::Result<Vec<u8>> {
+    let json = serde_json::to_vec(snap)?;
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    enc.write_all(&json)?;
+    Ok(enc.finish()?)
+}
+
+pub fn decode(gz: &[u8]) -> anyhow::Result<Snapshot> {
+    let mut json = Vec::new();
+    GzDecoder::new(gz)
+        .take(MAX_DECOMPRESSED + 1)
+        .read_to_end(&mut json)
+        .context("not valid gzip")?;
+    if json.len() as u64 > MAX_DECOMPRESSED {
+        bail!("decompresses to more than {MAX_DECOMPRESSED} bytes");
+    }
+    let snap: Snapshot = serde_json::from_slice(&json).context("not a snapshot JSON document")?;
+    if snap.format != FORMAT {
+        bail!("format `{}`, expected `{FORMAT}`", snap.format);
+    }
+    Ok(snap)
+}
+
+/// Expands a snapshot, checking it reproduces the tensor count and bytes it records.
+pub fn to_truth(snap: &Snapshot) -> anyhow::Result<Truth> {
+    let tensors = ranges::expand(&snap.inventory.join("\n"))?;
+    let inventory = Inventory {
+        tensors,
+        total_size: snap.total_size,
+    };
+    if inventory.tensors.len() != snap.tensor_count {
+        bail!(
+            "inventory expands to {} tensors, snapshot records {}",
+            inventory.tensors.len(),
+            snap.tensor_count
+        );
+    }
+    if inventory.total_bytes() != snap.total_bytes as u128 {
+        bail!(
+            "inventory holds {} bytes, snapshot records {}",
+            inventory.total_bytes(),
+            snap.total_bytes
+        );
+    }
+    if let Some(declared) = snap.total_size
+        && declared != snap.total_bytes
+    {
+        bail!("index total_size {declared} differs from the tensors' {} bytes", snap.total_bytes);
+    }
+    Ok(Truth {
+        config: snap.config.clone(),
+        inventory,
+        sources: Default::default(),
+        model_id: Some(snap.model_id.clone()),
+        revision: snap.revision.clone(),
+    })
+}

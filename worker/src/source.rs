@@ -1,0 +1,201 @@
+//! Forward source for architectures native to transformers, found locally (the project never
+//! commits third-party modeling code). Search order, keyed by config `model_type`:
+//!
+//! 1. the truth directory's own `source/` (read by `truth_dir::load_truth_dir`, not here);
+//! 2. `$HARCH_TRANSFORMERS_SRC/models/<model_type>/`, else the repo's
+//!    `.cache/transformers/<version>/models/<model_type>/` (filled by
+//!    `scripts/fetch-transformers-src`);
+//! 3. the `transformers` package of the local Python, if one is installed.
+//!
+//! Remote code (config `auto_map`) is not native: the Hub fetcher takes it from the model repo.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The transformers release whose modeling files the project reads.
+pub const TRANSFORMERS_VERSION: &str = "4.57.6";
+
+pub const SRC_ENV: &str = "HARCH_TRANSFORMERS_SRC";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceSet {
+    /// File name → text (`modeling_llama.py`, `configuration_llama.py`).
+    pub files: BTreeMap<String, String>,
+    /// Where they came from, for truth.json.
+    pub origin: String,
+}
+
+/// The config's `model_type` as a transformers package directory name.
+pub fn model_type_dir(config: &serde_json::Value) -> Option<String> {
+    let t = config.get("model_type")?.as_str()?;
+    let dir = t.replace('-', "_");
+    // A model_type is a Python identifier; anything else must not become a path.
+    if dir.is_empty() || !dir.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    Some(dir)
+}
+
+/// True when the config points at remote code (`auto_map`), which only the repo can provide.
+pub fn needs_remote_code(config: &serde_json::Value) -> bool {
+    config.get("auto_map").is_some_and(|m| m.is_object())
+}
+
+/// Module files named by `auto_map` (`"modeling_deepseek.DeepseekV3ForCausalLM"` →
+/// `modeling_deepseek.py`). References into other repos (`org/repo--module.Class`) are skipped.
+pub fn auto_map_files(config: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let Some(map) = config.get("auto_map").and_then(|m| m.as_object()) else {
+        return out;
+    };
+    let mut refs: Vec<&str> = Vec::new();
+    for v in map.values() {
+        match v {
+            serde_json::Value::String(s) => refs.push(s),
+            serde_json::Value::Array(a) => refs.extend(a.iter().filter_map(|x| x.as_str())),
+            _ => {}
+        }
+    }
+    for r in refs {
+        if r.contains("--") {
+            continue;
+        }
+        if let Some((module, _class)) = r.rsplit_once('.') {
+            let valid = !module.is_empty()
+                && module
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+            let file = format!("{}.py", module.replace('.', "/"));
+            if valid && !out.contains(&file) {
+                out.push(file);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Finds the native modeling and configuration files for the config's `model_type`.
+pub fn resolve_native(config: &serde_json::Value) -> Option<SourceSet> {
+    let model_type = model_type_dir(config)?;
+    let mut roots: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(dir) = std::env::var_os(SRC_ENV) {
+        roots.push((PathBuf::from(dir), format!("${SRC_ENV}")));
+    }
+    if let Some(root) = repo_root() {
+        roots.push((
+            root.join(".cache/transformers").join(TRANSFORMERS_VERSION),
+            format!("transformers {TRANSFORMERS_VERSION} (cached wheel)"),
+        ));
+    }
+    for (root, origin) in roots {
+        if let Some(files) = read_model_dir(&root.join("models").join(&model_type)) {
+            return Some(SourceSet { files, origin });
+        }
+    }
+    let (root, version) = python_transformers()?;
+    let files = read_model_dir(&root.join("models").join(&model_type))?;
+    Some(SourceSet {
+        files,
+        origin: format!("transformers {version} (local Python)"),
+    })
+}
+
+fn read_model_dir(dir: &Path) -> Option<BTreeMap<String, String>> {
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let wanted = (name.starts_with("modeling_") || name.starts_with("configuration_"))
+            && name.ends_with(".py");
+        if wanted && let Ok(text) = std::fs::read_to_string(entry.path()) {
+            files.insert(name, text);
+        }
+    }
+    files
+        .keys()
+        .any(|k| k.starts_with("modeling_"))
+        .then_some(files)
+}
+
+/// The repository root: the nearest ancestor of the working directory holding a workspace
+/// Cargo.toml, else the one this binary was built from.
+pub fn repo_root() -> Option<PathBuf> {
+    let is_root = |p: &Path| {
+        std::fs::read_to_string(p.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+    };
+    if let Ok(cwd) = std::env::current_dir() {
+        for dir in cwd.ancestors() {
+            if is_root(dir) {
+                return Some(dir.to_path_buf());
+            }
+        }
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    is_root(built).then(|| built.to_path_buf())
+}
+
+/// The installed transformers package directory and version, asked of `python3`.
+fn python_transformers() -> Option<(PathBuf, String)> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, transformers; print(os.path.dirname(transformers.__file__)); print(transformers.__version__)",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut lines = text.lines();
+    let dir = PathBuf::from(lines.next()?);
+    let version = lines.next()?.to_string();
+    Some((dir, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_map_names_module_files() {
+        let config = serde_json::json!({"auto_map": {
+            "AutoConfig": "configuration_deepseek.DeepseekV3Config",
+            "AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM",
+            "AutoTokenizer": ["tokenization_x.Tok", null],
+            "AutoModel": "other/repo--modeling_y.Y",
+        }});
+        assert!(needs_remote_code(&config));
+        assert_eq!(
+            auto_map_files(&config),
+            ["configuration_deepseek.py", "modeling_deepseek.py", "tokenization_x.py"]
+        );
+    }
+
+    #[test]
+    fn model_type_must_be_an_identifier() {
+        assert_eq!(
+            model_type_dir(&serde_json::json!({"model_type": "xlm-roberta"})).as_deref(),
+            Some("xlm_roberta")
+        );
+        assert_eq!(model_type_dir(&serde_json::json!({"model_type": "../etc"})), None);
+    }
+
+    #[test]
+    fn reads_a_transformers_tree_from_the_env_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let models = dir.path().join("models/llama");
+        std::fs::create_dir_all(&models).unwrap();
+        std::fs::write(models.join("modeling_llama.py"), "class LlamaModel: ...").unwrap();
+        std::fs::write(models.join("configuration_llama.py"), "x = 1").unwrap();
+        std::fs::write(models.join("__init__.py"), "").unwrap();
+        let files = read_model_dir(&models).unwrap();
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            ["configuration_llama.py", "modeling_llama.py"]
+        );
+        assert_eq!(read_model_dir(&dir.path().join("models/none")), None);
+    }
+}

@@ -1,0 +1,317 @@
+//! Truth directories: the on-disk form of a model's ground truth that `validate` reads and the
+//! Hub fetcher writes (layout in docs/truth-dir.md).
+//!
+//! ```text
+//! config.json                      required
+//! generation_config.json           optional
+//! model.safetensors.index.json     sharded checkpoints only
+//! shards/<file>.header.json        a shard's JSON header (or <file> itself, a real .safetensors)
+//! inventory.txt                    range-compressed tensor list, when no headers are at hand
+//! source/*.py                      forward source
+//! truth.json                       provenance: model id, revision sha, files fetched
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use harch_guards::truth::header::{self, Header};
+use harch_guards::truth::index::{self, Index};
+use harch_guards::truth::{Inventory, Truth, ranges};
+use serde::{Deserialize, Serialize};
+
+pub const CONFIG: &str = "config.json";
+pub const GENERATION_CONFIG: &str = "generation_config.json";
+pub const INDEX: &str = "model.safetensors.index.json";
+pub const SINGLE_FILE: &str = "model.safetensors";
+pub const SHARDS_DIR: &str = "shards";
+pub const HEADER_SUFFIX: &str = ".header.json";
+pub const INVENTORY: &str = "inventory.txt";
+pub const SOURCE_DIR: &str = "source";
+pub const TRUTH_JSON: &str = "truth.json";
+
+/// `truth.json`: where the truth came from. Everything but `model_id` is optional so a
+/// hand-made directory needs only `{"model_id": "org/name"}` (or no truth.json at all).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TruthMeta {
+    pub model_id: String,
+    /// Commit sha the files were fetched at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// What was asked for (branch, tag or sha) before it was resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_revision: Option<String>,
+    /// `hub`, `snapshot` (bundled offline snapshot) or `local`.
+    #[serde(default)]
+    pub origin: String,
+    /// Files written, with the Hub etag and full file size where known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_count: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<u64>,
+    /// transformers version whose modeling source was used for native architectures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_origin: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// Path in the Hub repo (e.g. `model-00001-of-000163.safetensors`).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// Size of the whole file on the Hub; for shards it lets a later load check that the
+    /// header's offsets end exactly at the end of the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Reads a truth directory into [`Truth`], checking every header, the index against the
+/// headers, and the sizes truth.json records.
+pub fn load_truth_dir(path: &Path) -> anyhow::Result<Truth> {
+    let meta = read_meta(path)?;
+    let config_path = path.join(CONFIG);
+    let config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&config_path).with_context(|| format!("reading {}", config_path.display()))?,
+    )
+    .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+    let inventory = load_inventory(path, meta.as_ref())?;
+    let sources = load_sources(&path.join(SOURCE_DIR))?;
+    Ok(Truth {
+        config,
+        inventory,
+        sources,
+        model_id: meta.as_ref().map(|m| m.model_id.clone()),
+        revision: meta.and_then(|m| m.revision),
+    })
+}
+
+pub fn read_meta(path: &Path) -> anyhow::Result<Option<TruthMeta>> {
+    let p = path.join(TRUTH_JSON);
+    match std::fs::read(&p) {
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes).with_context(|| format!("{} is malformed", p.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
+    }
+}
+
+fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Inventory> {
+    let index_path = dir.join(INDEX);
+    let index: Option<Index> = if index_path.exists() {
+        let bytes = std::fs::read(&index_path)?;
+        Some(index::parse_index(&bytes).with_context(|| format!("{}", index_path.display()))?)
+    } else {
+        None
+    };
+    let sizes: BTreeMap<&str, u64> = meta
+        .map(|m| {
+            m.files
+                .iter()
+                .filter_map(|f| Some((f.path.as_str(), f.size?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut files: Vec<String> = match &index {
+        Some(i) => i.shard_files(),
+        None => vec![SINGLE_FILE.to_string()],
+    };
+    // Headers the index does not name still count: a stray shard is a disagreement to report.
+    for extra in listed_headers(&dir.join(SHARDS_DIR))? {
+        if !files.contains(&extra) {
+            files.push(extra);
+        }
+    }
+    let mut shards: Vec<(String, Header)> = Vec::new();
+    for file in &files {
+        match read_header(dir, file, sizes.get(file.as_str()).copied())? {
+            Some(h) => shards.push((file.clone(), h)),
+            // Without an index, a missing single file means "no headers here"; fall back below.
+            None if index.is_none() => {}
+            None => bail!(
+                "{}: the index names shard `{file}` but neither {SHARDS_DIR}/{file}{HEADER_SUFFIX} nor {file} exists",
+                dir.display()
+            ),
+        }
+    }
+    if index.is_none() && shards.is_empty() {
+        return load_compressed_inventory(dir, meta);
+    }
+    index::assemble(index.as_ref(), &shards)
+        .with_context(|| format!("{}: index and shard headers disagree", dir.display()))
+}
+
+fn listed_headers(shards_dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(shards_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", shards_dir.display())),
+    };
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if let Some(file) = name.strip_suffix(HEADER_SUFFIX) {
+            out.push(file.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A shard's header from `shards/<file>.header.json`, or from the real file's first bytes.
+fn read_header(dir: &Path, file: &str, size: Option<u64>) -> anyhow::Result<Option<Header>> {
+    let bare = dir.join(SHARDS_DIR).join(format!("{file}{HEADER_SUFFIX}"));
+    if bare.exists() {
+        let json = std::fs::read(&bare)?;
+        let payload_len = size.map(|s| s.saturating_sub(header::LEN_PREFIX + json.len() as u64));
+        let h = header::parse_json(&json, payload_len)
+            .with_context(|| format!("{}", bare.display()))?;
+        return Ok(Some(h));
+    }
+    for real in [dir.join(file), dir.join(SHARDS_DIR).join(file)] {
+        if real.exists() {
+            return read_safetensors_header(&real).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// Reads only the length prefix and the JSON header of a real `.safetensors` file.
+pub fn read_safetensors_header(path: &Path) -> anyhow::Result<Header> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let file_len = f.metadata()?.len();
+    let mut prefix = [0u8; header::LEN_PREFIX as usize];
+    let got = read_full(&mut f, &mut prefix)?;
+    let len = header::json_len(&prefix[..got]).with_context(|| format!("{}", path.display()))?;
+    let mut bytes = prefix.to_vec();
+    f.take(len).read_to_end(&mut bytes)?;
+    header::parse_file_prefix(&bytes, Some(file_len)).with_context(|| format!("{}", path.display()))
+}
+
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn load_compressed_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Inventory> {
+    let p = dir.join(INVENTORY);
+    let text = std::fs::read_to_string(&p).with_context(|| {
+        format!(
+            "{}: no tensor inventory (expected {INDEX}, {SINGLE_FILE}, {SHARDS_DIR}/*{HEADER_SUFFIX} or {INVENTORY})",
+            dir.display()
+        )
+    })?;
+    let tensors = ranges::expand(&text).with_context(|| format!("{}", p.display()))?;
+    let inventory = Inventory {
+        tensors,
+        total_size: meta.and_then(|m| m.total_bytes),
+    };
+    if let Some(declared) = inventory.total_size
+        && inventory.total_bytes() != declared as u128
+    {
+        bail!(
+            "{}: tensors hold {} bytes but truth.json records {declared}",
+            p.display(),
+            inventory.total_bytes()
+        );
+    }
+    Ok(inventory)
+}
+
+fn load_sources(dir: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".py") {
+            let text = std::fs::read_to_string(entry.path())
+                .with_context(|| format!("reading {}", entry.path().display()))?;
+            out.insert(name, text);
+        }
+    }
+    Ok(out)
+}
+
+/// Files to put in a new truth directory, by relative path.
+pub type DirFiles = BTreeMap<PathBuf, Vec<u8>>;
+
+/// Writes a whole truth directory at once: into a sibling temp directory, then renamed into
+/// place, so readers never see half a truth and a crash leaves the old one intact.
+pub fn write_dir_atomically(out: &Path, files: &DirFiles) -> anyhow::Result<()> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".truth-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("creating a temp dir in {}", parent.display()))?;
+    for (rel, bytes) in files {
+        let p = tmp.path().join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let staged = tmp.keep();
+    if out.exists() {
+        let old = parent.join(format!(
+            ".truth-old-{}-{}",
+            std::process::id(),
+            out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        ));
+        std::fs::rename(out, &old).with_context(|| format!("moving old {} aside", out.display()))?;
+        std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+        std::fs::remove_dir_all(&old).ok();
+    } else {
+        std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes a truth that has no shard headers (a bundled snapshot) as a truth directory: config,
+/// range-compressed inventory, sources, truth.json.
+pub fn write_from_truth(out: &Path, truth: &Truth, meta: &TruthMeta) -> anyhow::Result<()> {
+    let mut files = DirFiles::new();
+    files.insert(CONFIG.into(), serde_json::to_vec_pretty(&truth.config)?);
+    files.insert(
+        INVENTORY.into(),
+        ranges::compress(&truth.inventory.tensors).into_bytes(),
+    );
+    for (name, text) in &truth.sources {
+        files.insert(Path::new(SOURCE_DIR).join(name), text.clone().into_bytes());
+    }
+    files.insert(TRUTH_JSON.into(), serde_json::to_vec_pretty(meta)?);
+    write_dir_atomically(out, &files)
+}
+
+/// Writes one file via a temp file in the same directory and a rename.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
