@@ -117,25 +117,25 @@ impl SandboxCommand {
         ));
 
         let mut timed_out = false;
-        let status = tokio::select! {
+        let exited = tokio::select! {
             s = spawned.child.wait() => Some(s),
             _ = tokio::time::sleep(opts.wall_time) => { timed_out = true; None }
             _ = flood.notified() => None,
         };
-        let status = match status {
-            Some(s) => Some(s),
+        let status = match exited {
+            Some(s) => s,
             None => {
                 signal_group(guard.0, libc::SIGTERM);
                 match tokio::time::timeout(opts.term_grace, spawned.child.wait()).await {
-                    Ok(s) => Some(s),
+                    Ok(s) => s,
                     Err(_) => {
                         signal_group(guard.0, libc::SIGKILL);
-                        Some(spawned.child.wait().await)
+                        spawned.child.wait().await
                     }
                 }
             }
-        };
-        let status = status.expect("always set").map_err(SandboxError::io(
+        }
+        .map_err(SandboxError::io(
             "waiting for",
             PathBuf::from(self.program()),
         ))?;
