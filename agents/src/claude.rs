@@ -150,3 +150,29 @@ pub(crate) fn parse(events: &[Value], text: &[String]) -> Parsed {
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_error_result_with_success_subtype_is_not_a_claim() {
+        let events = [
+            json!({"type": "result", "subtype": "success", "is_error": true,
+            "result": "Invalid API key · Please run /login", "num_turns": 1}),
+        ];
+        let p = parse(&events, &[]);
+        assert!(!p.claimed_success);
+        assert_eq!(p.failure.unwrap().kind, FailureKind::Auth);
+        assert_eq!(p.usage, None, "no usage object, no invented zeros");
+    }
+
+    #[test]
+    fn without_a_result_the_assistant_events_still_count_turns() {
+        let events = [json!({"type": "assistant"}), json!({"type": "assistant"})];
+        let p = parse(&events, &["Error: overloaded_error".to_string()]);
+        assert_eq!(p.turns, Some(2));
+        assert_eq!(p.failure.unwrap().kind, FailureKind::RateLimited);
+    }
+}

@@ -117,3 +117,21 @@ pub(crate) fn parse(events: &[Value], exit_code: Option<i32>) -> Parsed {
         failure,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_is_summed_over_turns_and_exit_zero_without_a_turn_is_no_result() {
+        let turn =
+            json!({"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}});
+        let p = parse(&[turn.clone(), turn], Some(0));
+        assert_eq!(p.usage.unwrap().input_tokens, 20);
+        assert!(p.claimed_success);
+        let p = parse(&[json!({"type": "thread.started"})], Some(0));
+        assert_eq!(p.failure.unwrap().kind, FailureKind::NoResult);
+        assert!(!p.claimed_success);
+    }
+}

@@ -100,3 +100,25 @@ pub(crate) fn parse(events: &[Value], text: &[String], exit_code: Option<i32>) -
         failure,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_parts_are_joined_and_an_empty_exit_zero_is_no_result() {
+        let msg = json!({"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
+        let p = parse(&[msg], &[], Some(0));
+        assert_eq!(p.final_message.as_deref(), Some("ab"));
+        assert!(p.claimed_success);
+        let p = parse(&[], &["banner".to_string()], Some(0));
+        assert_eq!(p.failure.unwrap().kind, FailureKind::NoResult);
+    }
+
+    #[test]
+    fn a_plain_text_rate_limit_is_retryable() {
+        let p = parse(&[], &["Error: 429 Too Many Requests".to_string()], Some(1));
+        assert_eq!(p.failure.unwrap().kind, FailureKind::RateLimited);
+    }
+}

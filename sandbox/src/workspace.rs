@@ -227,6 +227,9 @@ impl Workspace {
     pub fn private_dir(&self, name: &str) -> Result<PathBuf, SandboxError> {
         let dir = self.home().join(stage::checked_relative(Path::new(name))?);
         stage::create_dir(&dir)?;
+        if let Some((uid, gid)) = self.run_as {
+            stage::chown_tree(&dir, uid, gid)?;
+        }
         Ok(dir)
     }
 

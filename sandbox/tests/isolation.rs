@@ -115,3 +115,24 @@ unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
 }
+
+#[tokio::test]
+async fn a_root_worker_hands_the_writable_areas_to_its_sandbox_user() {
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("skipping: needs a root worker");
+        return;
+    }
+    let f = workspace_with(|s| s.run_as = Some((65534, 65534)));
+    use std::os::unix::fs::PermissionsExt;
+    let top = f.ws.job_dir().parent().unwrap();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = f.ws.private_dir(".agent").unwrap();
+    let (report, out, err) = sh(
+        &f.ws,
+        "id -u; echo a > specs/models/m.yaml && echo b > \"$HOME/.agent/c\" && echo c > \"$TMPDIR/t\" && echo ok",
+    )
+    .await;
+    assert!(report.success(), "{err}");
+    assert_eq!(out, "65534\nok\n");
+    assert!(config.join("c").is_file());
+}
