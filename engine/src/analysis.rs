@@ -160,7 +160,13 @@ impl Analysis {
     }
 
     pub fn params_total(&self) -> Q {
-        Q::sum(&self.nodes.iter().map(|n| &n.params * &n.count).collect::<Vec<_>>())
+        Q::sum(
+            &self
+                .nodes
+                .iter()
+                .map(|n| &n.params * &n.count)
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// Parameters used per token by the main model. Embedding lookups are gathers, not matmuls,
@@ -176,12 +182,24 @@ impl Analysis {
     }
 
     fn active_sum(&self, keep: impl Fn(&NodeRow) -> bool) -> Q {
-        let terms: Vec<Q> = self.nodes.iter().filter(|n| keep(n)).map(|n| &n.params_active * &n.active).collect();
+        let terms: Vec<Q> = self
+            .nodes
+            .iter()
+            .filter(|n| keep(n))
+            .map(|n| &n.params_active * &n.active)
+            .collect();
         Q::sum(&terms)
     }
 
     pub fn params_mtp(&self) -> Q {
-        Q::sum(&self.nodes.iter().filter(|n| !is_main(n)).map(|n| &n.params * &n.count).collect::<Vec<_>>())
+        Q::sum(
+            &self
+                .nodes
+                .iter()
+                .filter(|n| !is_main(n))
+                .map(|n| &n.params * &n.count)
+                .collect::<Vec<_>>(),
+        )
     }
 
     pub fn weight_bytes(&self) -> Q {
@@ -195,7 +213,13 @@ impl Analysis {
     }
 
     pub fn weight_tensors(&self) -> Q {
-        Q::sum(&self.weights.iter().map(|w| &w.count * &Q::lit(w.stored.len() as i128)).collect::<Vec<_>>())
+        Q::sum(
+            &self
+                .weights
+                .iter()
+                .map(|w| &w.count * &Q::lit(w.stored.len() as i128))
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// Bytes by stored dtype.
@@ -203,7 +227,8 @@ impl Analysis {
         let mut m: IndexMap<String, i128> = IndexMap::new();
         for w in &self.weights {
             for s in &w.stored {
-                *m.entry(s.dtype.clone()).or_default() += Q::product(&s.shape).v * s.dtype_bytes as i128 * w.count.v;
+                *m.entry(s.dtype.clone()).or_default() +=
+                    Q::product(&s.shape).v * s.dtype_bytes as i128 * w.count.v;
             }
         }
         m.sort_keys();
@@ -236,7 +261,10 @@ impl Analysis {
             .caches
             .iter()
             .filter(|c| c.growth == Growth::Window && is_main(&self.nodes[c.node]))
-            .map(|c| &(&(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count) * c.window.as_ref().unwrap_or(&Q::zero()))
+            .map(|c| {
+                &(&(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count)
+                    * c.window.as_ref().unwrap_or(&Q::zero())
+            })
             .collect();
         Q::sum(&terms)
     }
@@ -258,13 +286,18 @@ impl Analysis {
                 &(&(&r.elements * &Q::lit(r.dtype_bytes as i128)) * &r.count) * &Q::lit(w)
             })
             .collect();
-        (&(&self.kv_bytes_per_token() * &c) + &Q::sum(&capped)).v + self.state_bytes_per_sequence().v
+        (&(&self.kv_bytes_per_token() * &c) + &Q::sum(&capped)).v
+            + self.state_bytes_per_sequence().v
     }
 
     /// FLOPs of one decode step at a context length.
     pub fn decode_flops(&self, ctx: &Q) -> Q {
         let mut terms = Vec::new();
-        for n in self.nodes.iter().filter(|n| is_main(n) && n.phase != Phase::Prefill) {
+        for n in self
+            .nodes
+            .iter()
+            .filter(|n| is_main(n) && n.phase != Phase::Prefill)
+        {
             let l = match &n.window {
                 Some(w) if w.v < ctx.v => w.clone(),
                 _ => ctx.clone(),
@@ -277,7 +310,11 @@ impl Analysis {
     /// FLOPs of a causal prefill of `seq` tokens (whole prompt).
     pub fn prefill_flops(&self, seq: &Q) -> Q {
         let mut terms = Vec::new();
-        for n in self.nodes.iter().filter(|n| is_main(n) && n.phase != Phase::Decode) {
+        for n in self
+            .nodes
+            .iter()
+            .filter(|n| is_main(n) && n.phase != Phase::Decode)
+        {
             let attended = attended_positions(seq, n.window.as_ref());
             terms.push(&n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended)));
         }
@@ -298,6 +335,165 @@ pub fn attended_positions(seq: &Q, window: Option<&Q>) -> Q {
             let v = w.v * (w.v + 1) / 2 + (s - w.v) * w.v;
             Q::call("windowed_positions", &[seq.clone(), w.clone()], v)
         }
-        _ => Q::call("causal_positions", std::slice::from_ref(seq), s.saturating_mul(s.saturating_add(1)) / 2),
+        _ => Q::call(
+            "causal_positions",
+            std::slice::from_ref(seq),
+            s.saturating_mul(s.saturating_add(1)) / 2,
+        ),
     }
 }
+
+/// Context lengths at which `show` reports FLOPs.
+pub const REPORT_CONTEXT: i128 = 4096;
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GroupSummary {
+    pub stack: String,
+    pub block: String,
+    pub layers: String,
+    pub count: usize,
+    pub params: i128,
+    pub kv_bytes_per_token: i128,
+    pub state_bytes_per_sequence: i128,
+}
+
+/// Every number `show` prints, computed from the tables.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    pub model: String,
+    pub params_total: i128,
+    pub params_active: i128,
+    pub params_active_with_embedding: i128,
+    pub params_mtp: i128,
+    pub weight_bytes: i128,
+    pub weight_tensors: i128,
+    pub weight_bytes_by_dtype: IndexMap<String, i128>,
+    pub kv_bytes_per_token: i128,
+    pub kv_window_bytes_per_token: i128,
+    pub kv_window_bytes_max: i128,
+    pub state_bytes_per_sequence: i128,
+    pub context: i128,
+    pub decode_flops_per_token: i128,
+    pub prefill_flops: i128,
+    pub groups: Vec<GroupSummary>,
+}
+
+/// `0-2,5,7-9` for a sorted list of layer indices.
+pub fn ranges(v: &[i128]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+impl Analysis {
+    pub fn summary(&self) -> Summary {
+        let ctx = Q::lit(REPORT_CONTEXT);
+        let groups = self
+            .groups
+            .iter()
+            .map(|g| {
+                let in_group = |n: &NodeRow| n.id.starts_with(&format!("{}[{}]", g.stack, g.block));
+                let params: i128 = self
+                    .nodes
+                    .iter()
+                    .filter(|n| in_group(n))
+                    .map(|n| n.params.v * n.count.v)
+                    .sum();
+                let cache = |growth: Growth| -> i128 {
+                    self.caches
+                        .iter()
+                        .filter(|c| c.growth == growth && in_group(&self.nodes[c.node]))
+                        .map(|c| c.elements.v * c.dtype_bytes as i128 * c.count.v)
+                        .sum()
+                };
+                GroupSummary {
+                    stack: g.stack.clone(),
+                    block: g.block.clone(),
+                    layers: ranges(&g.layers),
+                    count: g.layers.len(),
+                    params,
+                    kv_bytes_per_token: cache(Growth::PerToken) + cache(Growth::Window),
+                    state_bytes_per_sequence: cache(Growth::Constant),
+                }
+            })
+            .collect();
+        Summary {
+            model: self.model.clone(),
+            params_total: self.params_total().v,
+            params_active: self.params_active().v,
+            params_active_with_embedding: self.params_active_with_embedding().v,
+            params_mtp: self.params_mtp().v,
+            weight_bytes: self.weight_bytes().v,
+            weight_tensors: self.weight_tensors().v,
+            weight_bytes_by_dtype: self.weight_bytes_by_dtype(),
+            kv_bytes_per_token: self.kv_bytes_per_token().v,
+            kv_window_bytes_per_token: self.kv_window_bytes_per_token().v,
+            kv_window_bytes_max: self.kv_window_bytes_max().v,
+            state_bytes_per_sequence: self.state_bytes_per_sequence().v,
+            context: REPORT_CONTEXT,
+            decode_flops_per_token: self.decode_flops(&ctx).v,
+            prefill_flops: self.prefill_flops(&ctx).v,
+            groups,
+        }
+    }
+
+    /// A named quantity as a [`Q`]: totals, dims, or `params:<node>` / `flops:<node>`.
+    /// Evaluate with `symbolic: true` for the formula.
+    pub fn quantity(&self, name: &str, ctx: i128) -> Option<Q> {
+        let c = Q::atom("ctx", ctx, self.symbolic);
+        Some(match name {
+            "params_total" => self.params_total(),
+            "params_active" => self.params_active(),
+            "params_active_with_embedding" => self.params_active_with_embedding(),
+            "params_mtp" => self.params_mtp(),
+            "weight_bytes" => self.weight_bytes(),
+            "weight_tensors" => self.weight_tensors(),
+            "kv_bytes_per_token" => self.kv_bytes_per_token(),
+            "kv_window_bytes_per_token" => self.kv_window_bytes_per_token(),
+            "kv_window_bytes_max" => self.kv_window_bytes_max(),
+            "state_bytes_per_sequence" => self.state_bytes_per_sequence(),
+            "decode_flops_per_token" => self.decode_flops(&c),
+            "prefill_flops" => self.prefill_flops(&c),
+            other => {
+                if let Some(q) = self.dims.get(other) {
+                    return Some(q.clone());
+                }
+                let (kind, id) = other.split_once(':')?;
+                let n = self.node(id)?;
+                match kind {
+                    "params" => &n.params * &n.count,
+                    "flops" => &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &c)),
+                    _ => return None,
+                }
+            }
+        })
+    }
+}
+
+/// Quantity names `explain` accepts (besides dims and `params:<node>`, `flops:<node>`).
+pub const QUANTITIES: &[&str] = &[
+    "params_total",
+    "params_active",
+    "params_active_with_embedding",
+    "params_mtp",
+    "weight_bytes",
+    "weight_tensors",
+    "kv_bytes_per_token",
+    "kv_window_bytes_per_token",
+    "kv_window_bytes_max",
+    "state_bytes_per_sequence",
+    "decode_flops_per_token",
+    "prefill_flops",
+];

@@ -13,10 +13,18 @@ pub struct Location {
 
 impl Location {
     pub fn in_file(file: &str) -> Location {
-        Location { file: Some(file.to_string()), ..Default::default() }
+        Location {
+            file: Some(file.to_string()),
+            ..Default::default()
+        }
     }
     pub fn at(file: &str, line: u32, column: u32) -> Location {
-        Location { file: Some(file.to_string()), line, column, node: None }
+        Location {
+            file: Some(file.to_string()),
+            line,
+            column,
+            node: None,
+        }
     }
     pub fn with_node(mut self, node: impl Into<String>) -> Location {
         self.node = Some(node.into());
@@ -35,7 +43,12 @@ pub struct SpecError {
 
 impl SpecError {
     pub fn new(code: &'static str, message: impl Into<String>, location: Location) -> SpecError {
-        SpecError { code, message: message.into(), hint: None, location }
+        SpecError {
+            code,
+            message: message.into(),
+            hint: None,
+            location,
+        }
     }
     pub fn hint(mut self, hint: impl Into<String>) -> SpecError {
         self.hint = Some(hint.into());
@@ -109,7 +122,9 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + (ca != *cb) as usize).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + (ca != *cb) as usize)
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }

@@ -27,7 +27,11 @@ pub fn evaluate(ir: &ModelIr, config: &serde_json::Value, opts: EvalOptions) -> 
         ir,
         config,
         symbolic: opts.symbolic,
-        out: Analysis { model: ir.name.clone(), symbolic: opts.symbolic, ..Default::default() },
+        out: Analysis {
+            model: ir.name.clone(),
+            symbolic: opts.symbolic,
+            ..Default::default()
+        },
         reads: RefCell::new(BTreeSet::new()),
     };
     w.bind_dims();
@@ -49,6 +53,8 @@ struct Flow {
 #[derive(Clone)]
 struct Scope<'a> {
     env: Rc<HashMap<String, Q>>,
+    /// Model dims plus the current block's binds: what a slot's filling component binds from.
+    block_env: Rc<HashMap<String, Q>>,
     /// Checkpoint module path so far, with placeholders (`model.layers.{i}`).
     path: String,
     indices: Vec<(String, Vec<i128>)>,
@@ -81,7 +87,10 @@ struct ScopeEnv<'e> {
 
 impl Env for ScopeEnv<'_> {
     fn name(&self, name: &str) -> Result<Q, EvalError> {
-        self.env.get(name).cloned().ok_or_else(|| EvalError::UnknownName(name.to_string()))
+        self.env
+            .get(name)
+            .cloned()
+            .ok_or_else(|| EvalError::UnknownName(name.to_string()))
     }
     fn config(&self) -> &serde_json::Value {
         self.config
@@ -103,7 +112,11 @@ fn join_path(a: &str, b: &str) -> String {
 }
 
 fn join_id(a: &str, b: &str) -> String {
-    if a.is_empty() { b.to_string() } else { format!("{a}.{b}") }
+    if a.is_empty() {
+        b.to_string()
+    } else {
+        format!("{a}.{b}")
+    }
 }
 
 /// `*` in a leaf glob matches any run of characters, dots included.
@@ -141,47 +154,82 @@ struct NodeArgs<'e> {
 
 impl NodeArgs<'_> {
     fn eval_err(&self, name: &str, e: EvalError) -> OpError {
-        let raw = self.node.args.get(name).map(|a| a.raw.as_str()).unwrap_or("");
+        let raw = self
+            .node
+            .args
+            .get(name)
+            .map(|a| a.raw.as_str())
+            .unwrap_or("");
         let code = match e {
             EvalError::Overflow => code::OVERFLOW,
             EvalError::UnknownName(_) | EvalError::MissingConfig(_) => code::UNBOUND,
             _ => code::EVAL,
         };
-        OpError { code, message: format!("argument `{name}: {raw}`: {e}"), hint: None }
+        OpError {
+            code,
+            message: format!("argument `{name}: {raw}`: {e}"),
+            hint: None,
+        }
     }
 }
 
 impl Args for NodeArgs<'_> {
     fn int(&self, name: &str) -> Result<Q, OpError> {
-        self.opt_int(name)?.ok_or_else(|| OpError { code: code::EVAL, message: format!("missing argument `{name}`"), hint: None })
+        self.opt_int(name)?.ok_or_else(|| OpError {
+            code: code::EVAL,
+            message: format!("missing argument `{name}`"),
+            hint: None,
+        })
     }
     fn opt_int(&self, name: &str) -> Result<Option<Q>, OpError> {
-        let Some(arg) = self.node.args.get(name) else { return Ok(None) };
-        let Some(e) = &arg.expr else {
-            return Err(OpError { code: code::EVAL, message: format!("argument `{name}: {}` is not an expression", arg.raw), hint: None });
+        let Some(arg) = self.node.args.get(name) else {
+            return Ok(None);
         };
-        expr::eval_int(e, &self.env).map(Some).map_err(|e| self.eval_err(name, e))
+        let Some(e) = &arg.expr else {
+            return Err(OpError {
+                code: code::EVAL,
+                message: format!("argument `{name}: {}` is not an expression", arg.raw),
+                hint: None,
+            });
+        };
+        expr::eval_int(e, &self.env)
+            .map(Some)
+            .map_err(|e| self.eval_err(name, e))
     }
     fn flag(&self, name: &str) -> Result<bool, OpError> {
-        let Some(arg) = self.node.args.get(name) else { return Ok(false) };
+        let Some(arg) = self.node.args.get(name) else {
+            return Ok(false);
+        };
         match &arg.expr {
             Some(e) => expr::eval_bool(e, &self.env).map_err(|e| self.eval_err(name, e)),
-            None => Err(OpError { code: code::EVAL, message: format!("argument `{name}: {}` is not a condition", arg.raw), hint: None }),
+            None => Err(OpError {
+                code: code::EVAL,
+                message: format!("argument `{name}: {}` is not a condition", arg.raw),
+                hint: None,
+            }),
         }
     }
     fn text(&self, name: &str) -> Result<Option<String>, OpError> {
-        let Some(arg) = self.node.args.get(name) else { return Ok(None) };
+        let Some(arg) = self.node.args.get(name) else {
+            return Ok(None);
+        };
         Ok(Some(match &arg.expr {
-            Some(Expr::Name(n)) if !self.env.env.contains_key(&**n) => self.attrs.get(&**n).cloned().unwrap_or_else(|| n.to_string()),
-            Some(e @ Expr::Config(_)) | Some(e @ Expr::Binary(expr::BinOp::Coalesce, ..)) => match expr::eval(e, &self.env) {
-                Ok(Val::Str(s)) => s.to_string(),
-                Ok(Val::Bool(b)) => b.to_string(),
-                Ok(Val::Int(q)) => q.v.to_string(),
-                Ok(Val::Real(r)) => r.to_string(),
-                Ok(Val::Json(j)) => j.to_string(),
-                Err(EvalError::MissingConfig(_)) => "none".into(),
-                Err(e) => return Err(self.eval_err(name, e)),
-            },
+            Some(Expr::Name(n)) if !self.env.env.contains_key(&**n) => self
+                .attrs
+                .get(&**n)
+                .cloned()
+                .unwrap_or_else(|| n.to_string()),
+            Some(e @ Expr::Config(_)) | Some(e @ Expr::Binary(expr::BinOp::Coalesce, ..)) => {
+                match expr::eval(e, &self.env) {
+                    Ok(Val::Str(s)) => s.to_string(),
+                    Ok(Val::Bool(b)) => b.to_string(),
+                    Ok(Val::Int(q)) => q.v.to_string(),
+                    Ok(Val::Real(r)) => r.to_string(),
+                    Ok(Val::Json(j)) => j.to_string(),
+                    Err(EvalError::MissingConfig(_)) => "none".into(),
+                    Err(e) => return Err(self.eval_err(name, e)),
+                }
+            }
             Some(Expr::Str(s)) => s.to_string(),
             _ => arg.raw.clone(),
         }))
@@ -190,7 +238,12 @@ impl Args for NodeArgs<'_> {
 
 impl<'a> Walker<'a> {
     fn env_of<'e>(&'e self, env: &'e HashMap<String, Q>) -> ScopeEnv<'e> {
-        ScopeEnv { env, config: self.config, reads: &self.reads, symbolic: self.symbolic }
+        ScopeEnv {
+            env,
+            config: self.config,
+            reads: &self.reads,
+            symbolic: self.symbolic,
+        }
     }
 
     fn error(&mut self, code: &'static str, message: String, loc: &Location, hint: Option<String>) {
@@ -199,14 +252,32 @@ impl<'a> Walker<'a> {
         self.out.errors.push(e);
     }
 
-    fn eval_int(&mut self, e: &Expr, env: &HashMap<String, Q>, loc: &Location, what: &str) -> Option<Q> {
+    fn eval_int(
+        &mut self,
+        e: &Expr,
+        env: &HashMap<String, Q>,
+        loc: &Location,
+        what: &str,
+    ) -> Option<Q> {
         let r = expr::eval_int(e, &self.env_of(env));
         match r {
             Ok(q) => Some(q),
             Err(err) => {
                 let (c, hint) = match &err {
-                    EvalError::MissingConfig(p) => (code::UNBOUND, Some(format!("config.json has no `{}`; use `{} ?? <default>` if the model has a default", p.trim_start_matches("config."), p))),
-                    EvalError::UnknownName(n) => (code::UNBOUND, Some(format!("bind `{n}` in the model's `dims:` (or the node's `bind:`)"))),
+                    EvalError::MissingConfig(p) => (
+                        code::UNBOUND,
+                        Some(format!(
+                            "config.json has no `{}`; use `{} ?? <default>` if the model has a default",
+                            p.trim_start_matches("config."),
+                            p
+                        )),
+                    ),
+                    EvalError::UnknownName(n) => (
+                        code::UNBOUND,
+                        Some(format!(
+                            "bind `{n}` in the model's `dims:` (or the node's `bind:`)"
+                        )),
+                    ),
                     EvalError::Overflow => (code::OVERFLOW, None),
                     _ => (code::EVAL, None),
                 };
@@ -218,7 +289,8 @@ impl<'a> Walker<'a> {
 
     /// Bind the model's dims (in any order; cycles are errors).
     fn bind_dims(&mut self) {
-        let defs: HashMap<&str, &DimBinding> = self.ir.dims.iter().map(|d| (d.name.as_str(), d)).collect();
+        let defs: HashMap<&str, &DimBinding> =
+            self.ir.dims.iter().map(|d| (d.name.as_str(), d)).collect();
         let mut done: HashMap<String, Q> = HashMap::new();
         let mut visiting = BTreeSet::new();
         for d in &self.ir.dims {
@@ -247,13 +319,24 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn bind_dim(&mut self, name: &str, defs: &HashMap<&str, &DimBinding>, done: &mut HashMap<String, Q>, visiting: &mut BTreeSet<String>) -> Option<Q> {
+    fn bind_dim(
+        &mut self,
+        name: &str,
+        defs: &HashMap<&str, &DimBinding>,
+        done: &mut HashMap<String, Q>,
+        visiting: &mut BTreeSet<String>,
+    ) -> Option<Q> {
         if let Some(q) = done.get(name) {
             return Some(q.clone());
         }
         let def = *defs.get(name)?;
         if !visiting.insert(name.to_string()) {
-            self.error(code::EVAL, format!("dim `{name}` depends on itself"), &def.loc, Some("dims must not form a cycle".into()));
+            self.error(
+                code::EVAL,
+                format!("dim `{name}` depends on itself"),
+                &def.loc,
+                Some("dims must not form a cycle".into()),
+            );
             return None;
         }
         let mut names = Vec::new();
@@ -266,8 +349,14 @@ impl<'a> Walker<'a> {
         // Dims show as their own names in formulas; their binding is one `explain` away.
         let plain: HashMap<String, Q> = done.clone();
         let v = self.eval_int(&def.expr, &plain, &def.loc, &format!("dim `{name}`"))?;
-        if v.v <= 0 && !matches!(self.ir.dim_table.get(name).map(|d| d.kind.as_str()), Some("count") | Some("index") | Some("flag")) {
-            self.error(code::EVAL, format!("dim `{name}` = {} must be positive", v.v), &def.loc, Some(format!("`{}` evaluates to {}", def.raw, v.v)));
+        // Zero is a real value (no q compression, no MTP layers); a negative size is not.
+        if v.v < 0 {
+            self.error(
+                code::EVAL,
+                format!("dim `{name}` = {} is negative", v.v),
+                &def.loc,
+                Some(format!("`{}` evaluates to {}", def.raw, v.v)),
+            );
             return None;
         }
         let q = Q::atom(name, v.v, self.symbolic);
@@ -280,12 +369,21 @@ impl<'a> Walker<'a> {
         let env = Rc::new(self.out.dims.clone().into_iter().collect::<HashMap<_, _>>());
         let ir = self.ir;
         let mut flows: HashMap<String, Flow> = HashMap::new();
-        flows.insert("input_ids".into(), Flow { shape: vec![], window: None, node: None });
+        flows.insert(
+            "input_ids".into(),
+            Flow {
+                shape: vec![],
+                window: None,
+                node: None,
+            },
+        );
         for node in &ir.graph {
-            let inputs: Option<Vec<Flow>> = node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
+            let inputs: Option<Vec<Flow>> =
+                node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
             let Some(inputs) = inputs else { continue };
             let scope = Scope {
                 env: env.clone(),
+                block_env: env.clone(),
                 path: String::new(),
                 indices: vec![],
                 count: Q::one(),
@@ -309,19 +407,38 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn stack(&mut self, node: &NodeIr, st: &StackIr, scope: &Scope<'a>, inputs: &[Flow]) -> Option<Flow> {
+    fn stack(
+        &mut self,
+        node: &NodeIr,
+        st: &StackIr,
+        scope: &Scope<'a>,
+        inputs: &[Flow],
+    ) -> Option<Flow> {
         let ir = self.ir;
         let repeat = self.eval_int(&st.repeat, &scope.env, &node.loc, "stack repeat")?;
         let offset = match &st.index_offset {
-            Some(e) => self.eval_int(e, &scope.env, &node.loc, "stack index_offset")?.v,
+            Some(e) => {
+                self.eval_int(e, &scope.env, &node.loc, "stack index_offset")?
+                    .v
+            }
             None => 0,
         };
         if repeat.v < 0 || repeat.v > 1_000_000 {
-            self.error(code::EVAL, format!("stack repeat {} is out of range", repeat.v), &node.loc, None);
+            self.error(
+                code::EVAL,
+                format!("stack repeat {} is out of range", repeat.v),
+                &node.loc,
+                None,
+            );
             return None;
         }
         let Some(carried) = inputs.first().cloned() else {
-            self.error(code::SHAPE_ARITY, "a stack needs its carried input first in `in:`".into(), &node.loc, None);
+            self.error(
+                code::SHAPE_ARITY,
+                "a stack needs its carried input first in `in:`".into(),
+                &node.loc,
+                None,
+            );
             return None;
         };
         // Assign each layer to exactly one schedule entry.
@@ -336,7 +453,15 @@ impl<'a> Walker<'a> {
                     Some(w) => match expr::eval_bool(w, &self.env_of(&env)) {
                         Ok(b) => b,
                         Err(err) => {
-                            self.error(code::EVAL, format!("schedule `where` for block `{}` at layer {i}: {err}", e.block), &e.loc, None);
+                            self.error(
+                                code::EVAL,
+                                format!(
+                                    "schedule `where` for block `{}` at layer {i}: {err}",
+                                    e.block
+                                ),
+                                &e.loc,
+                                None,
+                            );
                             return None;
                         }
                     },
@@ -348,16 +473,35 @@ impl<'a> Walker<'a> {
             match hits.len() {
                 1 => groups.entry(hits.remove(0)).or_default().push(i),
                 0 => {
-                    self.error(code::SCHEDULE_GAP, format!("stack `{}`: layer {i} matches no schedule entry", node.id), &node.loc, Some("every layer must match exactly one `where:`".into()));
+                    self.error(
+                        code::SCHEDULE_GAP,
+                        format!("stack `{}`: layer {i} matches no schedule entry", node.id),
+                        &node.loc,
+                        Some("every layer must match exactly one `where:`".into()),
+                    );
                     return None;
                 }
                 _ => {
-                    self.error(code::SCHEDULE_GAP, format!("stack `{}`: layer {i} matches several schedule entries ({})", node.id, hits.join(", ")), &node.loc, Some("make the `where:` conditions exclusive".into()));
+                    self.error(
+                        code::SCHEDULE_GAP,
+                        format!(
+                            "stack `{}`: layer {i} matches several schedule entries ({})",
+                            node.id,
+                            hits.join(", ")
+                        ),
+                        &node.loc,
+                        Some("make the `where:` conditions exclusive".into()),
+                    );
                     return None;
                 }
             }
         }
-        let carried_stream = st.streams.iter().find(|s| s.carries).map(|s| s.name.clone()).unwrap_or_default();
+        let carried_stream = st
+            .streams
+            .iter()
+            .find(|s| s.carries)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
         let stream_start = self.out.streams.len();
         for s in &st.streams {
             self.out.streams.push(StreamRow {
@@ -372,10 +516,21 @@ impl<'a> Walker<'a> {
         }
         let mut last: Option<Flow> = None;
         for (block_name, layers) in &groups {
-            let Some(block) = ir.blocks.get(block_name) else { continue };
-            self.out.groups.push(GroupRow { stack: node.id.clone(), block: block_name.clone(), layers: layers.clone(), top_role: scope.top_role.clone() });
+            let Some(block) = ir.blocks.get(block_name) else {
+                continue;
+            };
+            self.out.groups.push(GroupRow {
+                stack: node.id.clone(),
+                block: block_name.clone(),
+                layers: layers.clone(),
+                top_role: scope.top_role.clone(),
+            });
             let n = layers.len() as Num;
-            let count = if n == repeat.v && groups.len() == 1 { repeat.clone() } else { Q::atom(&format!("layers({block_name})"), n, self.symbolic) };
+            let count = if n == repeat.v && groups.len() == 1 {
+                repeat.clone()
+            } else {
+                Q::atom(&format!("layers({block_name})"), n, self.symbolic)
+            };
             let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&st.path));
             let mut indices = scope.indices.clone();
             if path.contains("{i}") {
@@ -383,6 +538,7 @@ impl<'a> Walker<'a> {
             }
             let sc = Scope {
                 env: scope.env.clone(),
+                block_env: scope.block_env.clone(),
                 path,
                 indices,
                 count: &scope.count * &count,
@@ -407,7 +563,10 @@ impl<'a> Walker<'a> {
                     Some("a layer must return the residual stream in the shape it received".into()),
                 );
             }
-            if let Some(row) = self.out.streams[stream_start..].iter_mut().find(|r| r.carries) {
+            if let Some(row) = self.out.streams[stream_start..]
+                .iter_mut()
+                .find(|r| r.carries)
+            {
                 row.producers.push(format!("{}", sc.id));
                 row.readers.push(format!("{}", sc.id));
             }
@@ -419,26 +578,64 @@ impl<'a> Walker<'a> {
         })
     }
 
-    fn block(&mut self, block: &'a BlockIr, scope: &Scope<'a>, inputs: &[Flow], loc: &Location) -> Option<Flow> {
+    fn block(
+        &mut self,
+        block: &'a BlockIr,
+        scope: &Scope<'a>,
+        inputs: &[Flow],
+        loc: &Location,
+    ) -> Option<Flow> {
         let ir = self.ir;
-        let Some(template) = ir.component(&block.template).cloned() else { return None };
+        let Some(template) = ir.component(&block.template).cloned() else {
+            return None;
+        };
         let mut env = (*scope.env).clone();
         for (k, e) in &block.bind {
             let v = self.eval_int(e, &scope.env, loc, &format!("block bind `{k}`"))?;
             env.insert(k.clone(), v);
         }
-        let sc = Scope { env: Rc::new(env), block: Some(block), ..scope.clone() };
-        self.component(&template, &sc, inputs, &[], loc).map(|mut v| v.remove(0))
+        let env = Rc::new(env);
+        let sc = Scope {
+            env: env.clone(),
+            block_env: env,
+            block: Some(block),
+            ..scope.clone()
+        };
+        self.component(&template, &sc, inputs, &[], loc)
+            .map(|mut v| v.remove(0))
     }
 
     /// Instantiate a component: bind its dims, walk its graph, record its caches and axioms.
-    fn component(&mut self, comp: &Rc<ComponentIr>, scope: &Scope<'a>, inputs: &[Flow], bind: &[(String, Expr)], loc: &Location) -> Option<Vec<Flow>> {
+    fn component(
+        &mut self,
+        comp: &Rc<ComponentIr>,
+        scope: &Scope<'a>,
+        inputs: &[Flow],
+        bind: &[(String, Expr)],
+        loc: &Location,
+    ) -> Option<Vec<Flow>> {
         if comp.inputs.len() != inputs.len() {
-            self.error(code::SHAPE_ARITY, format!("component `{}` takes {} inputs ({}) but gets {}", comp.name, comp.inputs.len(), comp.inputs.join(", "), inputs.len()), loc, None);
+            self.error(
+                code::SHAPE_ARITY,
+                format!(
+                    "component `{}` takes {} inputs ({}) but gets {}",
+                    comp.name,
+                    comp.inputs.len(),
+                    comp.inputs.join(", "),
+                    inputs.len()
+                ),
+                loc,
+                None,
+            );
             return None;
         }
         if scope.id.matches('.').count() > 64 {
-            self.error(code::EVAL, format!("component `{}` nests too deeply (recursive?)", comp.name), loc, None);
+            self.error(
+                code::EVAL,
+                format!("component `{}` nests too deeply (recursive?)", comp.name),
+                loc,
+                None,
+            );
             return None;
         }
         let mut env: HashMap<String, Q> = HashMap::new();
@@ -453,7 +650,8 @@ impl<'a> Walker<'a> {
         }
         for (k, e) in &comp.defaults {
             if !env.contains_key(k) {
-                let v = self.eval_int(e, &env, loc, &format!("default `{k}` of `{}`", comp.name))?;
+                let v =
+                    self.eval_int(e, &env, loc, &format!("default `{k}` of `{}`", comp.name))?;
                 env.insert(k.clone(), v);
             }
         }
@@ -463,18 +661,61 @@ impl<'a> Walker<'a> {
                 return None;
             }
         }
-        let sc = Scope { env: Rc::new(env), role: comp.role.clone(), component: comp.name.clone(), ..scope.clone() };
-        let phase_main = if comp.decode_variant.is_some() && scope.phase == Phase::Both { Phase::Prefill } else { scope.phase };
-        let (outs, node_idx) = self.graph(&comp.nodes, &comp.inputs, &comp.outputs, inputs, &Scope { phase: phase_main, ..sc.clone() })?;
+        let sc = Scope {
+            env: Rc::new(env),
+            role: comp.role.clone(),
+            component: comp.name.clone(),
+            ..scope.clone()
+        };
+        let phase_main = if comp.decode_variant.is_some() && scope.phase == Phase::Both {
+            Phase::Prefill
+        } else {
+            scope.phase
+        };
+        let (outs, node_idx) = self.graph(
+            &comp.nodes,
+            &comp.inputs,
+            &comp.outputs,
+            inputs,
+            &Scope {
+                phase: phase_main,
+                ..sc.clone()
+            },
+        )?;
         if let Some(v) = &comp.decode_variant
             && scope.phase == Phase::Both
             && let Some(var) = self.ir.component(v).cloned()
         {
-            let vs = Scope { phase: Phase::Decode, emit_storage: false, id: join_id(&sc.id, "decode"), ..sc.clone() };
-            if let Some((vouts, _)) = self.graph(&var.nodes, &var.inputs, &var.outputs, inputs, &Scope { role: var.role.clone(), component: var.name.clone(), ..vs }) {
+            let vs = Scope {
+                phase: Phase::Decode,
+                emit_storage: false,
+                id: join_id(&sc.id, "decode"),
+                ..sc.clone()
+            };
+            if let Some((vouts, _)) = self.graph(
+                &var.nodes,
+                &var.inputs,
+                &var.outputs,
+                inputs,
+                &Scope {
+                    role: var.role.clone(),
+                    component: var.name.clone(),
+                    ..vs
+                },
+            ) {
                 for (a, b) in vouts.iter().zip(&outs) {
                     if a.shape != b.shape {
-                        self.error(code::SHAPE_AXIS, format!("decode variant `{v}` returns {} but `{}` returns {}", ops::show_shape(&a.shape), comp.name, ops::show_shape(&b.shape)), loc, None);
+                        self.error(
+                            code::SHAPE_AXIS,
+                            format!(
+                                "decode variant `{v}` returns {} but `{}` returns {}",
+                                ops::show_shape(&a.shape),
+                                comp.name,
+                                ops::show_shape(&b.shape)
+                            ),
+                            loc,
+                            None,
+                        );
                     }
                 }
             }
@@ -487,17 +728,34 @@ impl<'a> Walker<'a> {
     }
 
     /// Walk a graph in order; returns the outputs and the row index of every node.
-    fn graph(&mut self, nodes: &[NodeIr], input_names: &[String], outputs: &[String], inputs: &[Flow], scope: &Scope<'a>) -> Option<(Vec<Flow>, HashMap<String, usize>)> {
-        let mut flows: HashMap<String, Flow> = input_names.iter().cloned().zip(inputs.iter().cloned()).collect();
+    fn graph(
+        &mut self,
+        nodes: &[NodeIr],
+        input_names: &[String],
+        outputs: &[String],
+        inputs: &[Flow],
+        scope: &Scope<'a>,
+    ) -> Option<(Vec<Flow>, HashMap<String, usize>)> {
+        let mut flows: HashMap<String, Flow> = input_names
+            .iter()
+            .cloned()
+            .zip(inputs.iter().cloned())
+            .collect();
         let mut idx = HashMap::new();
         for node in nodes {
-            let ins: Option<Vec<Flow>> = node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
+            let ins: Option<Vec<Flow>> =
+                node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
             let Some(ins) = ins else { continue };
             if let Some(w) = &node.when {
                 let on = match expr::eval_bool(w, &self.env_of(&scope.env)) {
                     Ok(b) => b,
                     Err(e) => {
-                        self.error(code::EVAL, format!("`when` of `{}`: {e}", node.id), &node.loc, None);
+                        self.error(
+                            code::EVAL,
+                            format!("`when` of `{}`: {e}", node.id),
+                            &node.loc,
+                            None,
+                        );
                         continue;
                     }
                 };
@@ -534,7 +792,14 @@ impl<'a> Walker<'a> {
             NodeKind::Component { name, bind } => {
                 let comp = ir.component(name)?.clone();
                 let (sc, loc) = self.instance_scope(node, scope, &id, loc)?;
-                let row = self.push_row(node, &sc, format!("component:{name}"), id, vec![], loc.clone());
+                let row = self.push_row(
+                    node,
+                    &sc,
+                    format!("component:{name}"),
+                    id,
+                    vec![],
+                    loc.clone(),
+                );
                 let outs = self.component(&comp, &sc, inputs, bind, &loc)?;
                 let out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
@@ -544,15 +809,26 @@ impl<'a> Walker<'a> {
                 let block = scope.block?;
                 let fill = block.fills.get(slot)?;
                 let (mut sc, loc) = self.instance_scope(node, scope, &id, loc)?;
+                sc.env = scope.block_env.clone();
                 if let Some(p) = &fill.path {
                     sc.path = join_path(&scope.path, p);
                 }
                 if let Some(b) = ir.blocks.get(&fill.name) {
-                    let sc = Scope { block: Some(b), ..sc };
+                    let sc = Scope {
+                        block: Some(b),
+                        ..sc
+                    };
                     return self.block(b, &sc, inputs, &loc);
                 }
                 let comp = ir.component(&fill.name)?.clone();
-                let row = self.push_row(node, &sc, format!("component:{}", fill.name), id, vec![], loc.clone());
+                let row = self.push_row(
+                    node,
+                    &sc,
+                    format!("component:{}", fill.name),
+                    id,
+                    vec![],
+                    loc.clone(),
+                );
                 let outs = self.component(&comp, &sc, inputs, &fill.bind, &loc)?;
                 let out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
@@ -563,8 +839,18 @@ impl<'a> Walker<'a> {
     }
 
     /// Scope of a nested instance: its path, and expert-style instances when declared.
-    fn instance_scope(&mut self, node: &NodeIr, scope: &Scope<'a>, id: &str, loc: Location) -> Option<(Scope<'a>, Location)> {
-        let mut sc = Scope { path: join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id)), id: id.to_string(), ..scope.clone() };
+    fn instance_scope(
+        &mut self,
+        node: &NodeIr,
+        scope: &Scope<'a>,
+        id: &str,
+        loc: Location,
+    ) -> Option<(Scope<'a>, Location)> {
+        let mut sc = Scope {
+            path: join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id)),
+            id: id.to_string(),
+            ..scope.clone()
+        };
         if let Some(r) = &node.role {
             sc.role = r.clone();
         }
@@ -575,22 +861,47 @@ impl<'a> Walker<'a> {
                 None => count.clone(),
             };
             if count.v <= 0 || count.v > 1_000_000 || active.v > count.v || active.v < 0 {
-                self.error(code::EVAL, format!("instances: count {} and active {} are out of range", count.v, active.v), &loc, None);
+                self.error(
+                    code::EVAL,
+                    format!(
+                        "instances: count {} and active {} are out of range",
+                        count.v, active.v
+                    ),
+                    &loc,
+                    None,
+                );
                 return None;
             }
             let ph = format!("{{{}}}", inst.index);
             if !sc.path.contains(&ph) {
-                self.error(code::BAD_NODE, format!("instances index `{}` does not appear in the path `{}`", inst.index, sc.path), &loc, Some(format!("e.g. `path: experts.{ph}`")));
+                self.error(
+                    code::BAD_NODE,
+                    format!(
+                        "instances index `{}` does not appear in the path `{}`",
+                        inst.index, sc.path
+                    ),
+                    &loc,
+                    Some(format!("e.g. `path: experts.{ph}`")),
+                );
                 return None;
             }
-            sc.indices.push((inst.index.clone(), (0..count.v).collect()));
+            sc.indices
+                .push((inst.index.clone(), (0..count.v).collect()));
             sc.count = &sc.count * &count;
             sc.active = &sc.active * &active;
         }
         Some((sc, loc))
     }
 
-    fn push_row(&mut self, node: &NodeIr, scope: &Scope<'a>, op: String, id: String, shape: Shape, loc: Location) -> usize {
+    fn push_row(
+        &mut self,
+        node: &NodeIr,
+        scope: &Scope<'a>,
+        op: String,
+        id: String,
+        shape: Shape,
+        loc: Location,
+    ) -> usize {
         let _ = node;
         self.out.nodes.push(NodeRow {
             id,
@@ -615,16 +926,38 @@ impl<'a> Walker<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn op(&mut self, node: &NodeIr, spec: &'static ops::OpSpec, scope: &Scope<'a>, inputs: &[Flow], window_in: Option<Q>, id: String, loc: Location) -> Option<Flow> {
+    fn op(
+        &mut self,
+        node: &NodeIr,
+        spec: &'static ops::OpSpec,
+        scope: &Scope<'a>,
+        inputs: &[Flow],
+        window_in: Option<Q>,
+        id: String,
+        loc: Location,
+    ) -> Option<Flow> {
         if let Some(n) = spec.arity
             && inputs.len() != n
         {
-            self.error(code::SHAPE_ARITY, format!("op `{}` takes {n} input(s) but `in:` gives {}", spec.name, inputs.len()), &loc, Some(format!("shape rule: {}", spec.shape)));
+            self.error(
+                code::SHAPE_ARITY,
+                format!(
+                    "op `{}` takes {n} input(s) but `in:` gives {}",
+                    spec.name,
+                    inputs.len()
+                ),
+                &loc,
+                Some(format!("shape rule: {}", spec.shape)),
+            );
             return None;
         }
         let shapes: Vec<Shape> = inputs.iter().map(|f| f.shape.clone()).collect();
         let attrs = std::mem::take(&mut self.out.attrs);
-        let args = NodeArgs { node, env: self.env_of(&scope.env), attrs: &attrs };
+        let args = NodeArgs {
+            node,
+            env: self.env_of(&scope.env),
+            attrs: &attrs,
+        };
         let res = ops::apply(spec.name, &shapes, &args);
         let mut bound = IndexMap::new();
         for k in node.args.keys() {
@@ -632,25 +965,51 @@ impl<'a> Walker<'a> {
             let text = args.text(k).ok().flatten().unwrap_or_default();
             bound.insert(k.clone(), ArgValue { int, text });
         }
-        let window = if spec.name == "attention_score" { args.opt_int("window").ok().flatten() } else { None };
+        let window = if spec.name == "attention_score" {
+            args.opt_int("window").ok().flatten()
+        } else {
+            None
+        };
         drop(args);
         self.out.attrs = attrs;
         let out = match res {
             Ok(o) => o,
             Err(e) => {
-                let hint = e.hint.or_else(|| Some(format!("`{}` shape rule: {}", spec.name, spec.shape)));
+                let hint = e
+                    .hint
+                    .or_else(|| Some(format!("`{}` shape rule: {}", spec.name, spec.shape)));
                 self.error(e.code, format!("{}: {}", id, e.message), &loc, hint);
                 return None;
             }
         };
         let window = window.or(window_in);
-        let params = Q::sum(&out.leaves.iter().map(|l| Q::product(&l.shape)).collect::<Vec<_>>());
+        let params = Q::sum(
+            &out.leaves
+                .iter()
+                .map(|l| Q::product(&l.shape))
+                .collect::<Vec<_>>(),
+        );
         let params_active = out.params_active.clone().unwrap_or_else(|| params.clone());
-        let row = self.push_row(node, scope, spec.name.to_string(), id, out.shape.clone(), loc.clone());
+        let row = self.push_row(
+            node,
+            scope,
+            spec.name.to_string(),
+            id,
+            out.shape.clone(),
+            loc.clone(),
+        );
         {
             let r = &mut self.out.nodes[row];
-            r.params = if scope.emit_storage { params } else { Q::zero() };
-            r.params_active = if scope.emit_storage { params_active } else { Q::zero() };
+            r.params = if scope.emit_storage {
+                params
+            } else {
+                Q::zero()
+            };
+            r.params_active = if scope.emit_storage {
+                params_active
+            } else {
+                Q::zero()
+            };
             r.flops_fixed = out.flops_fixed.clone();
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
@@ -659,23 +1018,48 @@ impl<'a> Walker<'a> {
         if scope.emit_storage {
             let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id));
             for leaf in &out.leaves {
-                let leaf_name = node.leaves.get(leaf.role).cloned().unwrap_or_else(|| leaf.role.to_string());
+                let leaf_name = node
+                    .leaves
+                    .get(leaf.role)
+                    .cloned()
+                    .unwrap_or_else(|| leaf.role.to_string());
                 let name = join_path(&path, &leaf_name);
                 self.weight(row, leaf, name, scope, &loc);
             }
             if let Some(state) = out.state {
-                self.out.nodes[row].args.insert("__state_elements".into(), ArgValue { int: Some(Q::product(&state).v), text: String::new() });
+                self.out.nodes[row].args.insert(
+                    "__state_elements".into(),
+                    ArgValue {
+                        int: Some(Q::product(&state).v),
+                        text: String::new(),
+                    },
+                );
             }
         }
-        Some(Flow { shape: out.shape, window, node: Some(row) })
+        Some(Flow {
+            shape: out.shape,
+            window,
+            node: Some(row),
+        })
     }
 
     /// Storage of one weight leaf through the quant context.
-    fn weight(&mut self, row: usize, leaf: &ops::Leaf, name: String, scope: &Scope<'a>, loc: &Location) {
+    fn weight(
+        &mut self,
+        row: usize,
+        leaf: &ops::Leaf,
+        name: String,
+        scope: &Scope<'a>,
+        loc: &Location,
+    ) {
         let ir = self.ir;
         let q = &ir.quant;
         let applies = |fmt: &str| -> bool {
-            ir.schemes.get(fmt).is_some_and(|s| s.applies_to.iter().any(|k| k == "any" || k == leaf.kind.as_str()))
+            ir.schemes.get(fmt).is_some_and(|s| {
+                s.applies_to
+                    .iter()
+                    .any(|k| k == "any" || k == leaf.kind.as_str())
+            })
         };
         let mut chosen: Option<(String, Option<usize>)> = None;
         for (i, o) in q.overrides.iter().enumerate() {
@@ -692,16 +1076,31 @@ impl<'a> Walker<'a> {
             chosen = Some((f.clone(), None));
         }
         let (format, override_index) = chosen.unwrap_or_else(|| (q.default.clone(), None));
-        let Some(scheme) = ir.schemes.get(&format) else { return };
+        let Some(scheme) = ir.schemes.get(&format) else {
+            return;
+        };
         if override_index.is_none() && !applies(&format) {
-            self.error(code::EVAL, format!("storage format `{format}` does not pack {} leaves (`{name}`)", leaf.kind.as_str()), loc, Some("set a default format that applies to every leaf kind (e.g. bf16)".into()));
+            self.error(
+                code::EVAL,
+                format!(
+                    "storage format `{format}` does not pack {} leaves (`{name}`)",
+                    leaf.kind.as_str()
+                ),
+                loc,
+                Some("set a default format that applies to every leaf kind (e.g. bf16)".into()),
+            );
             return;
         }
         let logical = &leaf.shape;
         let mut stored = Vec::new();
         for s in &scheme.stored {
             let Some(dtype_bytes) = dtype_bytes(&s.dtype) else {
-                self.error(code::EVAL, format!("quant scheme `{format}` names unknown dtype `{}`", s.dtype), loc, None);
+                self.error(
+                    code::EVAL,
+                    format!("quant scheme `{format}` names unknown dtype `{}`", s.dtype),
+                    loc,
+                    None,
+                );
                 return;
             };
             let shape = match &s.shape {
@@ -726,7 +1125,12 @@ impl<'a> Walker<'a> {
                         let parsed = match expr::parse(&text) {
                             Ok(e) => e,
                             Err(e) => {
-                                self.error(code::EVAL, format!("quant scheme `{format}`: axis `{text}`: {e}"), loc, None);
+                                self.error(
+                                    code::EVAL,
+                                    format!("quant scheme `{format}`: axis `{text}`: {e}"),
+                                    loc,
+                                    None,
+                                );
                                 return;
                             }
                         };
@@ -741,7 +1145,13 @@ impl<'a> Walker<'a> {
                     shape
                 }
             };
-            stored.push(StoredTensor { name: format!("{name}{}", s.suffix), dtype: s.dtype.clone(), dtype_bytes, shape, scale: s.scale });
+            stored.push(StoredTensor {
+                name: format!("{name}{}", s.suffix),
+                dtype: s.dtype.clone(),
+                dtype_bytes,
+                shape,
+                scale: s.scale,
+            });
         }
         self.out.weights.push(WeightRow {
             node: row,
@@ -770,7 +1180,9 @@ impl<'a> Walker<'a> {
                     }
                 }
             }
-            let Some(&row) = idx.get(&c.node) else { continue };
+            let Some(&row) = idx.get(&c.node) else {
+                continue;
+            };
             let shape = self.out.nodes[row].shape.clone();
             let dims: Option<Vec<Q>> = shape.iter().map(|a| a.dim().cloned()).collect();
             let Some(dims) = dims else {
@@ -779,11 +1191,17 @@ impl<'a> Walker<'a> {
             };
             let mut elements = Q::product(&dims);
             if c.growth == Growth::Constant {
-                if let Some(s) = self.out.nodes[row].args.get("__state_elements").and_then(|a| a.int) {
+                if let Some(s) = self.out.nodes[row]
+                    .args
+                    .get("__state_elements")
+                    .and_then(|a| a.int)
+                {
                     elements = Q::atom(&format!("state({})", c.node), s, self.symbolic);
                 }
                 if let Some(st) = &c.steps {
-                    let Some(steps) = self.eval_int(st, &scope.env, &c.loc, "cache steps") else { continue };
+                    let Some(steps) = self.eval_int(st, &scope.env, &c.loc, "cache steps") else {
+                        continue;
+                    };
                     elements = &elements * &steps;
                 }
             }
@@ -795,9 +1213,19 @@ impl<'a> Walker<'a> {
                 None => None,
             };
             let fmt = c.dtype.clone().unwrap_or_else(|| ir.quant.cache.clone());
-            let dtype = ir.schemes.get(&fmt).and_then(|s| s.stored.first()).map(|s| s.dtype.clone()).unwrap_or_else(|| fmt.to_uppercase());
+            let dtype = ir
+                .schemes
+                .get(&fmt)
+                .and_then(|s| s.stored.first())
+                .map(|s| s.dtype.clone())
+                .unwrap_or_else(|| fmt.to_uppercase());
             let Some(bytes) = dtype_bytes(&dtype) else {
-                self.error(code::BAD_CACHE, format!("cache dtype `{fmt}` is unknown"), &c.loc, Some("use a storage format of specs/quant/ (bf16, f32, ...)".into()));
+                self.error(
+                    code::BAD_CACHE,
+                    format!("cache dtype `{fmt}` is unknown"),
+                    &c.loc,
+                    Some("use a storage format of specs/quant/ (bf16, f32, ...)".into()),
+                );
                 continue;
             };
             self.out.caches.push(CacheRow {
@@ -816,47 +1244,120 @@ impl<'a> Walker<'a> {
 
     /// Check the component author's declared invariants against this instance.
     fn axioms(&mut self, comp: &ComponentIr, scope: &Scope<'a>, idx: &HashMap<String, usize>) {
-        let mine: Vec<CacheRow> = self.out.caches.iter().filter(|c| idx.values().any(|&r| r == c.node)).cloned().collect();
+        let mine: Vec<CacheRow> = self
+            .out
+            .caches
+            .iter()
+            .filter(|c| idx.values().any(|&r| r == c.node))
+            .cloned()
+            .collect();
         for a in &comp.axioms {
             let fail = |w: &mut Self, msg: String| {
-                w.out.axiom_failures.push(AxiomResult { component: comp.name.clone(), node: scope.id.clone(), message: msg, loc: a.loc.clone().with_node(scope.id.clone()) });
+                w.out.axiom_failures.push(AxiomResult {
+                    component: comp.name.clone(),
+                    node: scope.id.clone(),
+                    message: msg,
+                    loc: a.loc.clone().with_node(scope.id.clone()),
+                });
             };
             if let Some(e) = &a.kv_elements_per_token {
-                let Some(want) = self.eval_int(e, &scope.env, &a.loc, "axiom kv_elements_per_token") else { continue };
-                let got: Num = mine.iter().filter(|c| c.growth != Growth::Constant).map(|c| c.elements.v).sum();
+                let Some(want) =
+                    self.eval_int(e, &scope.env, &a.loc, "axiom kv_elements_per_token")
+                else {
+                    continue;
+                };
+                let got: Num = mine
+                    .iter()
+                    .filter(|c| c.growth != Growth::Constant)
+                    .map(|c| c.elements.v)
+                    .sum();
                 if got != want.v {
-                    fail(self, format!("component `{}` declares {} cache elements per token, but its caches hold {got}", comp.name, want.v));
+                    fail(
+                        self,
+                        format!(
+                            "component `{}` declares {} cache elements per token, but its caches hold {got}",
+                            comp.name, want.v
+                        ),
+                    );
                 }
             }
             if let Some(e) = &a.state_elements {
-                let Some(want) = self.eval_int(e, &scope.env, &a.loc, "axiom state_elements") else { continue };
-                let got: Num = mine.iter().filter(|c| c.growth == Growth::Constant).map(|c| c.elements.v).sum();
+                let Some(want) = self.eval_int(e, &scope.env, &a.loc, "axiom state_elements")
+                else {
+                    continue;
+                };
+                let got: Num = mine
+                    .iter()
+                    .filter(|c| c.growth == Growth::Constant)
+                    .map(|c| c.elements.v)
+                    .sum();
                 if got != want.v {
-                    fail(self, format!("component `{}` declares {} state elements per sequence, but its caches hold {got}", comp.name, want.v));
+                    fail(
+                        self,
+                        format!(
+                            "component `{}` declares {} state elements per sequence, but its caches hold {got}",
+                            comp.name, want.v
+                        ),
+                    );
                 }
             }
             if let Some(e) = &a.window {
-                let Some(want) = self.eval_int(e, &scope.env, &a.loc, "axiom window") else { continue };
-                let windowed: Vec<&CacheRow> = mine.iter().filter(|c| c.growth == Growth::Window).collect();
+                let Some(want) = self.eval_int(e, &scope.env, &a.loc, "axiom window") else {
+                    continue;
+                };
+                let windowed: Vec<&CacheRow> =
+                    mine.iter().filter(|c| c.growth == Growth::Window).collect();
                 if windowed.is_empty() {
-                    fail(self, format!("component `{}` declares a window of {} but none of its caches is window-capped", comp.name, want.v));
+                    fail(
+                        self,
+                        format!(
+                            "component `{}` declares a window of {} but none of its caches is window-capped",
+                            comp.name, want.v
+                        ),
+                    );
                 }
                 for c in windowed {
                     if c.window.as_ref().map(|w| w.v) != Some(want.v) {
-                        fail(self, format!("cache `{}` is capped at {:?} tokens, but the component declares a window of {}", self.out.nodes[c.node].id, c.window.as_ref().map(|w| w.v), want.v));
+                        fail(
+                            self,
+                            format!(
+                                "cache `{}` is capped at {:?} tokens, but the component declares a window of {}",
+                                self.out.nodes[c.node].id,
+                                c.window.as_ref().map(|w| w.v),
+                                want.v
+                            ),
+                        );
                     }
                 }
-                let attn: Vec<usize> = idx.values().copied().filter(|&r| self.out.nodes[r].op == "attention_score").collect();
+                let attn: Vec<usize> = idx
+                    .values()
+                    .copied()
+                    .filter(|&r| self.out.nodes[r].op == "attention_score")
+                    .collect();
                 for r in attn {
                     if self.out.nodes[r].window.as_ref().map(|w| w.v) != Some(want.v) {
-                        fail(self, format!("attention `{}` attends {:?} positions, but the component declares a window of {}", self.out.nodes[r].id, self.out.nodes[r].window.as_ref().map(|w| w.v), want.v));
+                        fail(
+                            self,
+                            format!(
+                                "attention `{}` attends {:?} positions, but the component declares a window of {}",
+                                self.out.nodes[r].id,
+                                self.out.nodes[r].window.as_ref().map(|w| w.v),
+                                want.v
+                            ),
+                        );
                     }
                 }
             }
             if a.caches_read_by_attention {
                 for c in comp.cache.iter().filter(|c| c.growth != Growth::Constant) {
                     if !reaches_attention(comp, &c.node) {
-                        fail(self, format!("cached node `{}` is not read by any attention op of `{}`", c.node, comp.name));
+                        fail(
+                            self,
+                            format!(
+                                "cached node `{}` is not read by any attention op of `{}`",
+                                c.node, comp.name
+                            ),
+                        );
                     }
                 }
             }
@@ -897,7 +1398,13 @@ pub fn dtype_bytes(d: &str) -> Option<u32> {
 }
 
 fn show_q(s: &[Q]) -> String {
-    format!("[{}]", s.iter().map(|q| q.v.to_string()).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        s.iter()
+            .map(|q| q.v.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -906,7 +1413,10 @@ mod tests {
 
     #[test]
     fn globs() {
-        assert!(glob_match("*.e_score_correction_bias", "model.layers.{i}.mlp.gate.e_score_correction_bias"));
+        assert!(glob_match(
+            "*.e_score_correction_bias",
+            "model.layers.{i}.mlp.gate.e_score_correction_bias"
+        ));
         assert!(glob_match("lm_head.*", "lm_head.weight"));
         assert!(!glob_match("lm_head.*", "model.lm_head"));
         assert!(glob_match("*", ""));

@@ -64,7 +64,10 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("max(a, b)", "the larger"),
     ("len(list)", "length of a config list"),
     ("contains(list, x)", "whether a config list holds x"),
-    ("count(list, x)", "how many entries of a config list equal x"),
+    (
+        "count(list, x)",
+        "how many entries of a config list equal x",
+    ),
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -140,7 +143,10 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
                 i += 1;
             }
             if i >= b.len() {
-                return Err(ParseError { offset: start, message: "unterminated string".into() });
+                return Err(ParseError {
+                    offset: start,
+                    message: "unterminated string".into(),
+                });
             }
             out.push((start, Tok::Str(src[start + 1..i].into())));
             i += 1;
@@ -153,7 +159,10 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
                 }
                 None => {
                     let ch = rest.chars().next().unwrap_or('?');
-                    return Err(ParseError { offset: i, message: format!("unexpected character `{ch}`") });
+                    return Err(ParseError {
+                        offset: i,
+                        message: format!("unexpected character `{ch}`"),
+                    });
                 }
             }
         }
@@ -188,16 +197,20 @@ impl Parser {
         }
     }
     fn err<T>(&self, message: impl Into<String>) -> Result<T, ParseError> {
-        Err(ParseError { offset: self.offset(), message: message.into() })
+        Err(ParseError {
+            offset: self.offset(),
+            message: message.into(),
+        })
     }
     fn expect(&mut self, s: &str) -> Result<(), ParseError> {
-        if self.eat(s) { Ok(()) } else { self.err(format!("expected `{s}`")) }
+        if self.eat(s) {
+            Ok(())
+        } else {
+            self.err(format!("expected `{s}`"))
+        }
     }
 
-    fn binary(
-        &mut self,
-        level: usize,
-    ) -> Result<Expr, ParseError> {
+    fn binary(&mut self, level: usize) -> Result<Expr, ParseError> {
         const LEVELS: &[&[(&str, BinOp)]] = &[
             &[("??", BinOp::Coalesce)],
             &[("||", BinOp::Or)],
@@ -264,7 +277,9 @@ impl Parser {
                 self.expect(")")?;
                 Ok(e)
             }
-            Tok::Ident(name) if &*name == "true" || &*name == "false" => Ok(Expr::Bool(&*name == "true")),
+            Tok::Ident(name) if &*name == "true" || &*name == "false" => {
+                Ok(Expr::Bool(&*name == "true"))
+            }
             Tok::Ident(name) if &*name == "config" => {
                 let mut path = Vec::new();
                 loop {
@@ -305,12 +320,17 @@ impl Parser {
                             self.expect(",")?;
                         }
                     }
-                    let known = FUNCTIONS.iter().any(|(sig, _)| sig.split('(').next() == Some(&*name));
+                    let known = FUNCTIONS
+                        .iter()
+                        .any(|(sig, _)| sig.split('(').next() == Some(&*name));
                     if !known {
                         let names: Vec<_> = FUNCTIONS.iter().map(|(s, _)| *s).collect();
                         return Err(ParseError {
                             offset: self.offset(),
-                            message: format!("unknown function `{name}`; known: {}", names.join(", ")),
+                            message: format!(
+                                "unknown function `{name}`; known: {}",
+                                names.join(", ")
+                            ),
                         });
                     }
                     Ok(Expr::Call(name, args))
@@ -328,9 +348,17 @@ impl Parser {
 
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
     let toks = lex(src)?;
-    let mut p = Parser { toks, pos: 0, end: src.len(), depth: 0 };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        end: src.len(),
+        depth: 0,
+    };
     if p.toks.is_empty() {
-        return Err(ParseError { offset: 0, message: "empty expression".into() });
+        return Err(ParseError {
+            offset: 0,
+            message: "empty expression".into(),
+        });
     }
     let e = p.binary(0)?;
     if p.pos != p.toks.len() {
@@ -439,11 +467,18 @@ pub fn eval(e: &Expr, env: &dyn Env) -> Result<Val, EvalError> {
             Err(EvalError::MissingConfig(_)) => eval(b, env)?,
             other => other?,
         },
-        Expr::Binary(BinOp::And, a, b) => Val::Bool(truthy(&eval(a, env)?)? && truthy(&eval(b, env)?)?),
-        Expr::Binary(BinOp::Or, a, b) => Val::Bool(truthy(&eval(a, env)?)? || truthy(&eval(b, env)?)?),
+        Expr::Binary(BinOp::And, a, b) => {
+            Val::Bool(truthy(&eval(a, env)?)? && truthy(&eval(b, env)?)?)
+        }
+        Expr::Binary(BinOp::Or, a, b) => {
+            Val::Bool(truthy(&eval(a, env)?)? || truthy(&eval(b, env)?)?)
+        }
         Expr::Binary(op, a, b) => binary(*op, eval(a, env)?, eval(b, env)?)?,
         Expr::Call(name, args) => {
-            let vals = args.iter().map(|a| eval(a, env)).collect::<Result<Vec<_>, _>>()?;
+            let vals = args
+                .iter()
+                .map(|a| eval(a, env))
+                .collect::<Result<Vec<_>, _>>()?;
             call(name, &vals)?
         }
     })
@@ -456,7 +491,10 @@ pub fn eval_int(e: &Expr, env: &dyn Env) -> Result<Q, EvalError> {
         Val::Int(q) => Ok(q),
         Val::Real(r) if r.fract() == 0.0 && r.abs() < 1e30 => Ok(Q::lit(r as Num)),
         Val::Bool(b) => Ok(Q::lit(b as Num)),
-        v => Err(EvalError::Type(format!("expected an integer, got {}", v.kind()))),
+        v => Err(EvalError::Type(format!(
+            "expected an integer, got {}",
+            v.kind()
+        ))),
     }
 }
 
@@ -468,7 +506,10 @@ fn truthy(v: &Val) -> Result<bool, EvalError> {
     match v {
         Val::Bool(b) => Ok(*b),
         Val::Int(q) => Ok(q.v != 0),
-        v => Err(EvalError::Type(format!("expected a condition, got {}", v.kind()))),
+        v => Err(EvalError::Type(format!(
+            "expected a condition, got {}",
+            v.kind()
+        ))),
     }
 }
 
@@ -528,7 +569,9 @@ fn real_to_int(r: f64, what: &str) -> Result<Val, EvalError> {
     if r.is_finite() && (r - r.round()).abs() < 1e-9 && r.abs() < 1e30 {
         Ok(Val::Int(Q::lit(r.round() as Num)))
     } else {
-        Err(EvalError::NotDivisible(format!("{what} gives {r}, not an integer")))
+        Err(EvalError::NotDivisible(format!(
+            "{what} gives {r}, not an integer"
+        )))
     }
 }
 
@@ -594,7 +637,9 @@ fn binary(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
                 Le => Ok(Val::Bool(x <= y)),
                 Gt => Ok(Val::Bool(x > y)),
                 Ge => Ok(Val::Bool(x >= y)),
-                _ => Err(EvalError::Type(format!("cannot apply `{op:?}` to real numbers"))),
+                _ => Err(EvalError::Type(format!(
+                    "cannot apply `{op:?}` to real numbers"
+                ))),
             }
         }
     }
@@ -603,7 +648,11 @@ fn binary(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
 fn int_arg(vals: &[Val], i: usize, f: &str) -> Result<Q, EvalError> {
     match vals.get(i) {
         Some(Val::Int(q)) => Ok(q.clone()),
-        Some(v) => Err(EvalError::Type(format!("{f}: argument {} is {}, expected an integer", i + 1, v.kind()))),
+        Some(v) => Err(EvalError::Type(format!(
+            "{f}: argument {} is {}, expected an integer",
+            i + 1,
+            v.kind()
+        ))),
         None => Err(EvalError::Type(format!("{f}: missing argument {}", i + 1))),
     }
 }
@@ -611,7 +660,10 @@ fn int_arg(vals: &[Val], i: usize, f: &str) -> Result<Q, EvalError> {
 fn list_arg<'a>(vals: &'a [Val], f: &str) -> Result<&'a Vec<serde_json::Value>, EvalError> {
     match vals.first() {
         Some(Val::Json(serde_json::Value::Array(a))) => Ok(a),
-        Some(v) => Err(EvalError::Type(format!("{f}: expected a config list, got {}", v.kind()))),
+        Some(v) => Err(EvalError::Type(format!(
+            "{f}: expected a config list, got {}",
+            v.kind()
+        ))),
         None => Err(EvalError::Type(format!("{f}: missing argument"))),
     }
 }
@@ -632,20 +684,34 @@ fn call(name: &str, vals: &[Val]) -> Result<Val, EvalError> {
             if b.v <= 0 {
                 return Err(EvalError::NotDivisible(format!("{name} by {}", b.v)));
             }
-            let v = if name == "ceil_div" { (a.v + b.v - 1).div_euclid(b.v) } else { a.v.div_euclid(b.v) };
+            let v = if name == "ceil_div" {
+                (a.v + b.v - 1).div_euclid(b.v)
+            } else {
+                a.v.div_euclid(b.v)
+            };
             Val::Int(Q::call(name, &[a, b], v))
         }
         "min" | "max" => {
             let (a, b) = (int_arg(vals, 0, name)?, int_arg(vals, 1, name)?);
-            let v = if name == "min" { a.v.min(b.v) } else { a.v.max(b.v) };
+            let v = if name == "min" {
+                a.v.min(b.v)
+            } else {
+                a.v.max(b.v)
+            };
             Val::Int(Q::call(name, &[a, b], v))
         }
         "len" => Val::Int(Q::lit(list_arg(vals, name)?.len() as Num)),
         "contains" | "count" => {
             let list = list_arg(vals, name)?;
-            let x = vals.get(1).ok_or_else(|| EvalError::Type(format!("{name}: missing argument 2")))?;
+            let x = vals
+                .get(1)
+                .ok_or_else(|| EvalError::Type(format!("{name}: missing argument 2")))?;
             let n = list.iter().filter(|j| same_as_json(x, j)).count();
-            if name == "contains" { Val::Bool(n > 0) } else { Val::Int(Q::lit(n as Num)) }
+            if name == "contains" {
+                Val::Bool(n > 0)
+            } else {
+                Val::Int(Q::lit(n as Num))
+            }
         }
         other => return Err(EvalError::UnknownName(format!("{other}()"))),
     })
@@ -659,7 +725,10 @@ mod tests {
     struct E(HashMap<&'static str, Num>, serde_json::Value);
     impl Env for E {
         fn name(&self, n: &str) -> Result<Q, EvalError> {
-            self.0.get(n).map(|v| Q::atom(n, *v, true)).ok_or(EvalError::UnknownName(n.into()))
+            self.0
+                .get(n)
+                .map(|v| Q::atom(n, *v, true))
+                .ok_or(EvalError::UnknownName(n.into()))
         }
         fn config(&self) -> &serde_json::Value {
             &self.1
@@ -694,17 +763,32 @@ mod tests {
 
     #[test]
     fn reals_must_land_on_integers() {
-        assert_eq!(eval_int(&parse("config.f * d_model").unwrap(), &env()).unwrap().v, 1024);
+        assert_eq!(
+            eval_int(&parse("config.f * d_model").unwrap(), &env())
+                .unwrap()
+                .v,
+            1024
+        );
         assert!(eval_int(&parse("config.f * 3").unwrap(), &env()).is_err());
         assert!(eval_int(&parse("d_model / 3").unwrap(), &env()).is_err());
-        assert_eq!(eval_int(&parse("config.k.x + 1").unwrap(), &env()).unwrap().v, 8);
+        assert_eq!(
+            eval_int(&parse("config.k.x + 1").unwrap(), &env())
+                .unwrap()
+                .v,
+            8
+        );
     }
 
     #[test]
     fn parse_errors_are_located() {
         let e = parse("d_model * (n_heads").unwrap_err();
         assert!(e.message.contains("expected `)`"), "{e}");
-        assert!(parse("foo(1)").unwrap_err().message.contains("unknown function"));
+        assert!(
+            parse("foo(1)")
+                .unwrap_err()
+                .message
+                .contains("unknown function")
+        );
         assert!(parse("").is_err());
         assert!(parse(&"(".repeat(500)).is_err());
     }

@@ -51,7 +51,10 @@ pub struct StackIr {
 pub enum NodeKind {
     Op(&'static OpSpec),
     /// A nested component, with dim rebinding.
-    Component { name: String, bind: Vec<(String, Expr)> },
+    Component {
+        name: String,
+        bind: Vec<(String, Expr)>,
+    },
     /// A slot of a block template, filled by the model's block definition.
     Slot(String),
     Stack(StackIr),

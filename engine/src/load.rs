@@ -9,7 +9,7 @@ use std::rc::Rc;
 use indexmap::IndexMap;
 use serde::de::DeserializeOwned;
 
-use crate::diag::{SpecError, closest, code, Location};
+use crate::diag::{Location, SpecError, closest, code};
 use crate::expr::{self, Expr};
 use crate::ir::*;
 use crate::ops;
@@ -55,11 +55,17 @@ fn yaml_options() -> serde_saphyr::Options {
 pub fn parse_yaml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
     serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
         let loc = e.location();
-        let (line, column) = loc.map(|l| (l.line() as u32, l.column() as u32)).unwrap_or((0, 0));
+        let (line, column) = loc
+            .map(|l| (l.line() as u32, l.column() as u32))
+            .unwrap_or((0, 0));
         let msg = e.without_snippet().to_string();
         let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
-        SpecError::new(code::YAML, format!("cannot read YAML: {msg}"), Location::at(file, line, column))
-            .hint("see docs/dsl.md for the schema of this file")
+        SpecError::new(
+            code::YAML,
+            format!("cannot read YAML: {msg}"),
+            Location::at(file, line, column),
+        )
+        .hint("see docs/dsl.md for the schema of this file")
     })
 }
 
@@ -92,11 +98,21 @@ impl Repo {
                     if let Some(prev) = repo.components.get(&def.component) {
                         return Err(SpecError::new(
                             code::DUPLICATE,
-                            format!("component `{}` is defined twice ({} and {p})", def.component, prev.file),
+                            format!(
+                                "component `{}` is defined twice ({} and {p})",
+                                def.component, prev.file
+                            ),
                             Location::in_file(p),
                         ));
                     }
-                    repo.components.insert(def.component.clone(), CompEntry { def, file: p.to_string(), draft });
+                    repo.components.insert(
+                        def.component.clone(),
+                        CompEntry {
+                            def,
+                            file: p.to_string(),
+                            draft,
+                        },
+                    );
                 } else if p.contains("/models/") {
                     let def: ModelDef = parse_yaml(p, text)?;
                     repo.models.insert(def.model.clone(), (def, p.to_string()));
@@ -132,19 +148,29 @@ impl Repo {
         self.components
             .values()
             .filter(|c| !c.draft)
-            .map(|c| (c.def.component.as_str(), c.def.role.as_str(), c.def.summary.as_str()))
+            .map(|c| {
+                (
+                    c.def.component.as_str(),
+                    c.def.role.as_str(),
+                    c.def.summary.as_str(),
+                )
+            })
             .collect()
     }
 
     /// Load a model spec (by model name or by file path) into the IR.
     pub fn load_model(&self, name_or_file: &str) -> Result<ModelIr, Vec<SpecError>> {
-        let found = self
-            .models
-            .get(name_or_file)
-            .or_else(|| self.models.values().find(|(_, f)| f == name_or_file || f.ends_with(name_or_file)));
+        let found = self.models.get(name_or_file).or_else(|| {
+            self.models
+                .values()
+                .find(|(_, f)| f == name_or_file || f.ends_with(name_or_file))
+        });
         let Some((def, file)) = found else {
             if let Some(e) = self.file_errors.iter().find(|e| {
-                e.location.file.as_deref().is_some_and(|f| f == name_or_file || f.ends_with(name_or_file))
+                e.location
+                    .file
+                    .as_deref()
+                    .is_some_and(|f| f == name_or_file || f.ends_with(name_or_file))
             }) {
                 return Err(vec![e.clone()]);
             }
@@ -160,12 +186,19 @@ impl Repo {
             });
             return Err(vec![e]);
         };
-        let mut ld = Loader { repo: self, errors: Vec::new(), comps: BTreeMap::new(), model_drafts: def.drafts.clone() };
+        let mut ld = Loader {
+            repo: self,
+            errors: Vec::new(),
+            comps: BTreeMap::new(),
+            model_drafts: def.drafts.clone(),
+        };
         // Files that failed to parse are reported when nothing else explains a missing name.
         let ir = ld.model(def, file);
         if !ld.errors.is_empty() {
             for e in &self.file_errors {
-                if e.location.file.as_deref().is_some_and(|f| f.contains("/components/") || f.contains("/arch/") || f.contains("/quant/")) {
+                if e.location.file.as_deref().is_some_and(|f| {
+                    f.contains("/components/") || f.contains("/arch/") || f.contains("/quant/")
+                }) {
                     ld.errors.push(e.clone());
                 }
             }
@@ -203,7 +236,13 @@ impl Loader<'_> {
     }
 
     /// Every name an expression reads must be a known dim (or a loop variable / local name).
-    fn check_names(&mut self, e: &Expr, allowed: &dyn Fn(&str) -> bool, loc: &Location, what: &str) {
+    fn check_names(
+        &mut self,
+        e: &Expr,
+        allowed: &dyn Fn(&str) -> bool,
+        loc: &Location,
+        what: &str,
+    ) {
         let mut names = Vec::new();
         e.names(&mut names);
         for n in names {
@@ -237,9 +276,19 @@ impl Loader<'_> {
             let roles: Vec<&str> = self.repo.roles.keys().map(String::as_str).collect();
             let hint = match closest(role, roles.iter().copied()) {
                 Some(c) => format!("did you mean `{c}`? registered roles: {}", roles.join(", ")),
-                None => format!("registered roles (specs/arch/roles.yaml): {}", roles.join(", ")),
+                None => format!(
+                    "registered roles (specs/arch/roles.yaml): {}",
+                    roles.join(", ")
+                ),
             };
-            self.err(SpecError::new(code::UNKNOWN_ROLE, format!("role `{role}` is not registered"), loc.clone()).hint(hint));
+            self.err(
+                SpecError::new(
+                    code::UNKNOWN_ROLE,
+                    format!("role `{role}` is not registered"),
+                    loc.clone(),
+                )
+                .hint(hint),
+            );
         }
     }
 
@@ -256,11 +305,21 @@ impl Loader<'_> {
         }
         if !self.component_visible(name) {
             let is_draft = self.repo.components.get(name).is_some_and(|c| c.draft);
-            let mut e = SpecError::new(code::UNKNOWN_COMPONENT, format!("unknown component `{name}`"), loc.clone());
+            let mut e = SpecError::new(
+                code::UNKNOWN_COMPONENT,
+                format!("unknown component `{name}`"),
+                loc.clone(),
+            );
             e.hint = Some(if is_draft {
                 format!("`{name}` is a draft: list it under the model's `drafts:` to use it")
             } else {
-                let names: Vec<&str> = self.repo.components.iter().filter(|(_, c)| !c.draft).map(|(n, _)| n.as_str()).collect();
+                let names: Vec<&str> = self
+                    .repo
+                    .components
+                    .iter()
+                    .filter(|(_, c)| !c.draft)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
                 match closest(name, names.iter().copied()) {
                     Some(c) => format!("did you mean `{c}`?"),
                     None => format!("library components: {}", names.join(", ")),
@@ -297,7 +356,11 @@ impl Loader<'_> {
                 if var.inputs.len() != c.inputs.len() {
                     self.err(SpecError::new(
                         code::BAD_NODE,
-                        format!("decode variant `{v}` takes {} inputs but `{name}` takes {}", var.inputs.len(), c.inputs.len()),
+                        format!(
+                            "decode variant `{v}` takes {} inputs but `{name}` takes {}",
+                            var.inputs.len(),
+                            c.inputs.len()
+                        ),
                         vloc,
                     ));
                 }
@@ -316,12 +379,23 @@ impl Loader<'_> {
                 let hint = closest(d, self.repo.dims.keys().map(String::as_str))
                     .map(|c| format!("did you mean `{c}`?"))
                     .unwrap_or_else(|| "register it in specs/arch/dims.yaml".into());
-                self.err(SpecError::new(code::UNKNOWN_DIM, format!("component dim `{d}` is not registered"), floc.clone()).hint(hint));
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_DIM,
+                        format!("component dim `{d}` is not registered"),
+                        floc.clone(),
+                    )
+                    .hint(hint),
+                );
             }
         }
         for k in def.defaults.keys() {
             if !def.dims.contains(k) {
-                self.err(SpecError::new(code::UNKNOWN_DIM, format!("`defaults` sets `{k}`, which is not in the component's `dims:`"), floc.clone()));
+                self.err(SpecError::new(
+                    code::UNKNOWN_DIM,
+                    format!("`defaults` sets `{k}`, which is not in the component's `dims:`"),
+                    floc.clone(),
+                ));
             }
         }
         let dims: BTreeSet<String> = def.dims.iter().cloned().collect();
@@ -333,13 +407,32 @@ impl Loader<'_> {
                 defaults.push((k.clone(), e));
             }
         }
-        let nodes = self.graph(&def.graph, &def.inputs, &def.outputs, file, &allowed, &def.slots);
+        let nodes = self.graph(
+            &def.graph,
+            &def.inputs,
+            &def.outputs,
+            file,
+            &allowed,
+            &def.slots,
+        );
         let node_ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
         let mut cache = Vec::new();
         for c in &def.cache {
             let loc = loc_of(file, &c.referenced);
             if !node_ids.contains(c.value.node.as_str()) {
-                self.err(SpecError::new(code::BAD_CACHE, format!("cache entry names node `{}`, which is not in the graph", c.value.node), loc.clone()).hint("a cache entry points at the node whose output is kept across decode steps"));
+                self.err(
+                    SpecError::new(
+                        code::BAD_CACHE,
+                        format!(
+                            "cache entry names node `{}`, which is not in the graph",
+                            c.value.node
+                        ),
+                        loc.clone(),
+                    )
+                    .hint(
+                        "a cache entry points at the node whose output is kept across decode steps",
+                    ),
+                );
                 continue;
             }
             let growth = match c.value.growth.as_str() {
@@ -347,36 +440,83 @@ impl Loader<'_> {
                 "window" => Growth::Window,
                 "constant" => Growth::Constant,
                 g => {
-                    self.err(SpecError::new(code::BAD_CACHE, format!("cache growth `{g}` is unknown"), loc.clone()).hint("growth is per_token, window (with `window:`) or constant"));
+                    self.err(
+                        SpecError::new(
+                            code::BAD_CACHE,
+                            format!("cache growth `{g}` is unknown"),
+                            loc.clone(),
+                        )
+                        .hint("growth is per_token, window (with `window:`) or constant"),
+                    );
                     continue;
                 }
             };
-            let window = c.value.window.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache window"));
+            let window = c
+                .value
+                .window
+                .as_ref()
+                .and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache window"));
             if let Some(w) = &window {
                 self.check_names(w, &allowed, &loc, "cache window");
             }
             if growth == Growth::Window && window.is_none() {
-                self.err(SpecError::new(code::BAD_CACHE, "a window cache needs `window:`".to_string(), loc.clone()).hint("e.g. `window: sliding_window`"));
+                self.err(
+                    SpecError::new(
+                        code::BAD_CACHE,
+                        "a window cache needs `window:`".to_string(),
+                        loc.clone(),
+                    )
+                    .hint("e.g. `window: sliding_window`"),
+                );
             }
-            let steps = c.value.steps.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache steps"));
-            let when = c.value.when.as_ref().and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache `when`"));
+            let steps = c
+                .value
+                .steps
+                .as_ref()
+                .and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache steps"));
+            let when = c
+                .value
+                .when
+                .as_ref()
+                .and_then(|w| self.parse_expr(&w.as_expr_text(), &loc, "cache `when`"));
             if let Some(w) = &when {
                 self.check_names(w, &allowed, &loc, "cache `when`");
             }
-            cache.push(CacheIr { node: c.value.node.clone(), kind: c.value.kind.clone(), growth, window, steps, dtype: c.value.dtype.clone(), when, loc });
+            cache.push(CacheIr {
+                node: c.value.node.clone(),
+                kind: c.value.kind.clone(),
+                growth,
+                window,
+                steps,
+                dtype: c.value.dtype.clone(),
+                when,
+                loc,
+            });
         }
         let mut axioms = Vec::new();
         for a in &def.axioms {
             let loc = loc_of(file, &a.referenced);
             let p = |s: &Option<Scalar>, what: &str, ld: &mut Self| -> Option<Expr> {
-                let e = s.as_ref().and_then(|s| ld.parse_expr(&s.as_expr_text(), &loc, what))?;
+                let e = s
+                    .as_ref()
+                    .and_then(|s| ld.parse_expr(&s.as_expr_text(), &loc, what))?;
                 ld.check_names(&e, &allowed, &loc, what);
                 Some(e)
             };
-            let kv = p(&a.value.kv_elements_per_token, "axiom kv_elements_per_token", self);
+            let kv = p(
+                &a.value.kv_elements_per_token,
+                "axiom kv_elements_per_token",
+                self,
+            );
             let st = p(&a.value.state_elements, "axiom state_elements", self);
             let w = p(&a.value.window, "axiom window", self);
-            axioms.push(AxiomIr { kv_elements_per_token: kv, state_elements: st, window: w, caches_read_by_attention: a.value.caches_read_by_attention, loc });
+            axioms.push(AxiomIr {
+                kv_elements_per_token: kv,
+                state_elements: st,
+                window: w,
+                caches_read_by_attention: a.value.caches_read_by_attention,
+                loc,
+            });
         }
         ComponentIr {
             name: def.component.clone(),
@@ -412,9 +552,18 @@ impl Loader<'_> {
             let n = &spanned.value;
             let loc = loc_of(file, &spanned.referenced).with_node(id.clone());
             if inputs.contains(id) {
-                self.err(SpecError::new(code::DUPLICATE, format!("node `{id}` has the name of an input"), loc.clone()));
+                self.err(SpecError::new(
+                    code::DUPLICATE,
+                    format!("node `{id}` has the name of an input"),
+                    loc.clone(),
+                ));
             }
-            let kinds = [n.op.is_some(), n.component.is_some(), n.slot.is_some(), n.stack.is_some()];
+            let kinds = [
+                n.op.is_some(),
+                n.component.is_some(),
+                n.slot.is_some(),
+                n.stack.is_some(),
+            ];
             if kinds.iter().filter(|k| **k).count() != 1 {
                 self.err(
                     SpecError::new(code::BAD_NODE, format!("node `{id}` must have exactly one of `op`, `component`, `slot`, `stack`"), loc.clone())
@@ -428,17 +577,34 @@ impl Loader<'_> {
                         for k in n.args.keys() {
                             let known = spec.args.iter().any(|a| a.trim_end_matches('?') == k);
                             if !known {
-                                let names: Vec<&str> = spec.args.iter().map(|a| a.trim_end_matches('?')).collect();
-                                self.err(SpecError::new(code::BAD_ARG, format!("op `{op}` has no argument `{k}`"), loc.clone()).hint(if names.is_empty() {
-                                    format!("`{op}` takes no arguments")
-                                } else {
-                                    format!("`{op}` takes: {}", spec.args.join(", "))
-                                }));
+                                let names: Vec<&str> =
+                                    spec.args.iter().map(|a| a.trim_end_matches('?')).collect();
+                                self.err(
+                                    SpecError::new(
+                                        code::BAD_ARG,
+                                        format!("op `{op}` has no argument `{k}`"),
+                                        loc.clone(),
+                                    )
+                                    .hint(
+                                        if names.is_empty() {
+                                            format!("`{op}` takes no arguments")
+                                        } else {
+                                            format!("`{op}` takes: {}", spec.args.join(", "))
+                                        },
+                                    ),
+                                );
                             }
                         }
                         for a in spec.args.iter().filter(|a| !a.ends_with('?')) {
                             if !n.args.contains_key(*a) {
-                                self.err(SpecError::new(code::BAD_ARG, format!("op `{op}` needs argument `{a}`"), loc.clone()).hint(format!("`{op}` takes: {}", spec.args.join(", "))));
+                                self.err(
+                                    SpecError::new(
+                                        code::BAD_ARG,
+                                        format!("op `{op}` needs argument `{a}`"),
+                                        loc.clone(),
+                                    )
+                                    .hint(format!("`{op}` takes: {}", spec.args.join(", "))),
+                                );
                             }
                         }
                         NodeKind::Op(spec)
@@ -446,10 +612,19 @@ impl Loader<'_> {
                     None => {
                         let names: Vec<&str> = ops::OPS.iter().map(|o| o.name).collect();
                         let hint = match closest(op, names.iter().copied()) {
-                            Some(c) => format!("did you mean `{c}`? `harch-worker ops` lists every op"),
+                            Some(c) => {
+                                format!("did you mean `{c}`? `harch-worker ops` lists every op")
+                            }
                             None => "`harch-worker ops` lists every op".into(),
                         };
-                        self.err(SpecError::new(code::UNKNOWN_OP, format!("unknown op `{op}`"), loc.clone()).hint(hint));
+                        self.err(
+                            SpecError::new(
+                                code::UNKNOWN_OP,
+                                format!("unknown op `{op}`"),
+                                loc.clone(),
+                            )
+                            .hint(hint),
+                        );
                         continue;
                     }
                 }
@@ -459,14 +634,33 @@ impl Loader<'_> {
                 if let Some(comp) = comp {
                     for (k, _) in &bind {
                         if !comp.dims.contains(k) {
-                            self.err(SpecError::new(code::UNKNOWN_DIM, format!("`bind` sets `{k}`, which component `{c}` does not use"), loc.clone()).hint(format!("`{c}` uses dims: {}", comp.dims.join(", "))));
+                            self.err(
+                                SpecError::new(
+                                    code::UNKNOWN_DIM,
+                                    format!(
+                                        "`bind` sets `{k}`, which component `{c}` does not use"
+                                    ),
+                                    loc.clone(),
+                                )
+                                .hint(format!("`{c}` uses dims: {}", comp.dims.join(", "))),
+                            );
                         }
                     }
                 }
-                NodeKind::Component { name: c.clone(), bind }
+                NodeKind::Component {
+                    name: c.clone(),
+                    bind,
+                }
             } else if let Some(s) = &n.slot {
                 if !slots.contains(s) {
-                    self.err(SpecError::new(code::UNFILLED_SLOT, format!("slot `{s}` is not declared in `slots:`"), loc.clone()).hint("declare block-template slots under `slots:`"));
+                    self.err(
+                        SpecError::new(
+                            code::UNFILLED_SLOT,
+                            format!("slot `{s}` is not declared in `slots:`"),
+                            loc.clone(),
+                        )
+                        .hint("declare block-template slots under `slots:`"),
+                    );
                 }
                 NodeKind::Slot(s.clone())
             } else {
@@ -487,7 +681,8 @@ impl Loader<'_> {
                     let mut names = Vec::new();
                     e.names(&mut names);
                     // Bare words (`causal`, `silu`) are text arguments, not dims.
-                    let is_word = matches!(e, Expr::Name(_)) && !self.repo.dims.contains_key(&*names[0]);
+                    let is_word =
+                        matches!(e, Expr::Name(_)) && !self.repo.dims.contains_key(&*names[0]);
                     if !is_word {
                         self.check_names(e, allowed, &loc, &format!("argument `{k}`"));
                     }
@@ -517,7 +712,11 @@ impl Loader<'_> {
                     }
                     None => None,
                 };
-                Some(InstancesIr { count, active, index: i.index.clone() })
+                Some(InstancesIr {
+                    count,
+                    active,
+                    index: i.index.clone(),
+                })
             });
             nodes.push(NodeIr {
                 id: id.clone(),
@@ -538,18 +737,36 @@ impl Loader<'_> {
         let ids: BTreeSet<&str> = ordered.iter().map(|n| n.id.as_str()).collect();
         for o in outputs {
             if !ids.contains(o.as_str()) && !inputs.contains(o) {
-                self.err(SpecError::new(code::UNKNOWN_INPUT, format!("output `{o}` is not a node of the graph"), Location::in_file(file)));
+                self.err(SpecError::new(
+                    code::UNKNOWN_INPUT,
+                    format!("output `{o}` is not a node of the graph"),
+                    Location::in_file(file),
+                ));
             }
         }
         ordered
     }
 
-    fn binds(&mut self, bind: &IndexMap<String, Scalar>, loc: &Location, allowed: &dyn Fn(&str) -> bool) -> Vec<(String, Expr)> {
+    fn binds(
+        &mut self,
+        bind: &IndexMap<String, Scalar>,
+        loc: &Location,
+        allowed: &dyn Fn(&str) -> bool,
+    ) -> Vec<(String, Expr)> {
         let mut out = Vec::new();
         for (k, v) in bind {
             if !self.repo.dims.contains_key(k) {
-                let hint = closest(k, self.repo.dims.keys().map(String::as_str)).map(|c| format!("did you mean `{c}`?")).unwrap_or_default();
-                self.err(SpecError::new(code::UNKNOWN_DIM, format!("`bind` names `{k}`, which is not a registered dim"), loc.clone()).hint(hint));
+                let hint = closest(k, self.repo.dims.keys().map(String::as_str))
+                    .map(|c| format!("did you mean `{c}`?"))
+                    .unwrap_or_default();
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_DIM,
+                        format!("`bind` names `{k}`, which is not a registered dim"),
+                        loc.clone(),
+                    )
+                    .hint(hint),
+                );
             }
             if let Some(e) = self.parse_expr(&v.as_expr_text(), loc, &format!("bind `{k}`")) {
                 self.check_names(&e, allowed, loc, &format!("bind `{k}`"));
@@ -559,10 +776,19 @@ impl Loader<'_> {
         out
     }
 
-    fn stack(&mut self, st: &StackDef, file: &str, loc: &Location, allowed: &dyn Fn(&str) -> bool) -> Option<StackIr> {
+    fn stack(
+        &mut self,
+        st: &StackDef,
+        file: &str,
+        loc: &Location,
+        allowed: &dyn Fn(&str) -> bool,
+    ) -> Option<StackIr> {
         let repeat = self.parse_expr(&st.repeat.as_expr_text(), loc, "stack repeat")?;
         self.check_names(&repeat, allowed, loc, "stack repeat");
-        let index_offset = st.index_offset.as_ref().and_then(|o| self.parse_expr(&o.as_expr_text(), loc, "stack index_offset"));
+        let index_offset = st
+            .index_offset
+            .as_ref()
+            .and_then(|o| self.parse_expr(&o.as_expr_text(), loc, "stack index_offset"));
         let mut schedule = Vec::new();
         for s in &st.schedule {
             let sloc = loc_of(file, &s.referenced).with_node(loc.node.clone().unwrap_or_default());
@@ -576,12 +802,31 @@ impl Loader<'_> {
                 }
                 None => None,
             };
-            schedule.push(ScheduleIr { block: s.value.block.clone(), when, loc: sloc });
+            schedule.push(ScheduleIr {
+                block: s.value.block.clone(),
+                when,
+                loc: sloc,
+            });
         }
         if schedule.is_empty() {
-            self.err(SpecError::new(code::BAD_NODE, "a stack needs at least one schedule entry".to_string(), loc.clone()).hint("schedule: [{ block: decoder }]"));
+            self.err(
+                SpecError::new(
+                    code::BAD_NODE,
+                    "a stack needs at least one schedule entry".to_string(),
+                    loc.clone(),
+                )
+                .hint("schedule: [{ block: decoder }]"),
+            );
         }
-        let streams: Vec<StreamIr> = st.streams.iter().map(|(n, s)| StreamIr { name: n.clone(), carries: s.carries, src: s.src.clone() }).collect();
+        let streams: Vec<StreamIr> = st
+            .streams
+            .iter()
+            .map(|(n, s)| StreamIr {
+                name: n.clone(),
+                carries: s.carries,
+                src: s.src.clone(),
+            })
+            .collect();
         let carried = streams.iter().filter(|s| s.carries).count();
         if carried != 1 {
             self.err(
@@ -589,12 +834,22 @@ impl Loader<'_> {
                     .hint("streams: { hidden: { carries: true, src: \"`hidden_states = decoder_layer(`\" } }"),
             );
         }
-        Some(StackIr { repeat, path: st.path.clone(), index_offset, schedule, streams })
+        Some(StackIr {
+            repeat,
+            path: st.path.clone(),
+            index_offset,
+            schedule,
+            streams,
+        })
     }
 
     /// Topological order along `in:` edges; unknown inputs and cycles are errors.
     fn order(&mut self, nodes: Vec<NodeIr>, inputs: &[String], file: &str) -> Vec<NodeIr> {
-        let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
+        let index: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.clone(), i))
+            .collect();
         let mut ok = true;
         for n in &nodes {
             for i in &n.inputs {
@@ -602,10 +857,23 @@ impl Loader<'_> {
                     let mut cands: Vec<&str> = index.keys().map(String::as_str).collect();
                     cands.extend(inputs.iter().map(String::as_str));
                     let hint = match closest(i, cands.iter().copied()) {
-                        Some(c) => format!("did you mean `{c}`? `in:` names a node of this graph or one of its inputs ({})", inputs.join(", ")),
-                        None => format!("`in:` names a node of this graph or one of its inputs ({})", inputs.join(", ")),
+                        Some(c) => format!(
+                            "did you mean `{c}`? `in:` names a node of this graph or one of its inputs ({})",
+                            inputs.join(", ")
+                        ),
+                        None => format!(
+                            "`in:` names a node of this graph or one of its inputs ({})",
+                            inputs.join(", ")
+                        ),
                     };
-                    self.err(SpecError::new(code::UNKNOWN_INPUT, format!("node `{}` reads `{i}`, which does not exist", n.id), n.loc.clone()).hint(hint));
+                    self.err(
+                        SpecError::new(
+                            code::UNKNOWN_INPUT,
+                            format!("node `{}` reads `{i}`, which does not exist", n.id),
+                            n.loc.clone(),
+                        )
+                        .hint(hint),
+                    );
                     ok = false;
                 }
             }
@@ -616,7 +884,13 @@ impl Loader<'_> {
         // Kahn's algorithm, stable in declaration order.
         let mut state = vec![0u8; nodes.len()];
         let mut out_idx = Vec::with_capacity(nodes.len());
-        fn visit(i: usize, nodes: &[NodeIr], index: &HashMap<String, usize>, state: &mut [u8], out: &mut Vec<usize>) -> Result<(), usize> {
+        fn visit(
+            i: usize,
+            nodes: &[NodeIr],
+            index: &HashMap<String, usize>,
+            state: &mut [u8],
+            out: &mut Vec<usize>,
+        ) -> Result<(), usize> {
             match state[i] {
                 2 => return Ok(()),
                 1 => return Err(i),
@@ -635,15 +909,24 @@ impl Loader<'_> {
         for i in 0..nodes.len() {
             if let Err(c) = visit(i, &nodes, &index, &mut state, &mut out_idx) {
                 self.err(
-                    SpecError::new(code::CYCLE, format!("node `{}` is part of a cycle of `in:` edges", nodes[c].id), nodes[c].loc.clone())
-                        .hint("dataflow inside a graph must be acyclic; cross-layer values are streams"),
+                    SpecError::new(
+                        code::CYCLE,
+                        format!("node `{}` is part of a cycle of `in:` edges", nodes[c].id),
+                        nodes[c].loc.clone(),
+                    )
+                    .hint(
+                        "dataflow inside a graph must be acyclic; cross-layer values are streams",
+                    ),
                 );
                 let _ = file;
                 return nodes;
             }
         }
         let mut slots: Vec<Option<NodeIr>> = nodes.into_iter().map(Some).collect();
-        out_idx.into_iter().filter_map(|i| slots[i].take()).collect()
+        out_idx
+            .into_iter()
+            .filter_map(|i| slots[i].take())
+            .collect()
     }
 
     fn model(&mut self, def: &ModelDef, file: &str) -> ModelIr {
@@ -653,13 +936,31 @@ impl Loader<'_> {
             let loc = loc_of(file, &v.referenced).with_node(format!("dims.{name}"));
             if !self.repo.dims.contains_key(name) {
                 let hint = closest(name, self.repo.dims.keys().map(String::as_str))
-                    .map(|c| format!("did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"))
-                    .unwrap_or_else(|| "register it in specs/arch/dims.yaml with a kind and summary".into());
-                self.err(SpecError::new(code::UNKNOWN_DIM, format!("dim `{name}` is not registered"), loc.clone()).hint(hint));
+                    .map(|c| {
+                        format!(
+                            "did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"
+                        )
+                    })
+                    .unwrap_or_else(|| {
+                        "register it in specs/arch/dims.yaml with a kind and summary".into()
+                    });
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_DIM,
+                        format!("dim `{name}` is not registered"),
+                        loc.clone(),
+                    )
+                    .hint(hint),
+                );
             }
             let raw = v.value.as_expr_text();
             if let Some(e) = self.parse_expr(&raw, &loc, &format!("dim `{name}`")) {
-                dims.push(DimBinding { name: name.clone(), expr: e, raw, loc });
+                dims.push(DimBinding {
+                    name: name.clone(),
+                    expr: e,
+                    raw,
+                    loc,
+                });
             }
         }
         let mut attrs = Vec::new();
@@ -667,7 +968,12 @@ impl Loader<'_> {
             let loc = loc_of(file, &v.referenced).with_node(format!("attrs.{name}"));
             let raw = v.value.as_expr_text();
             if let Some(e) = self.parse_expr(&raw, &loc, &format!("attr `{name}`")) {
-                attrs.push(DimBinding { name: name.clone(), expr: e, raw, loc });
+                attrs.push(DimBinding {
+                    name: name.clone(),
+                    expr: e,
+                    raw,
+                    loc,
+                });
             }
         }
         let dim_names: BTreeSet<String> = dims.iter().map(|d| d.name.clone()).collect();
@@ -678,7 +984,14 @@ impl Loader<'_> {
         }
         for d in &def.drafts {
             if !self.repo.components.contains_key(d) {
-                self.err(SpecError::new(code::UNKNOWN_COMPONENT, format!("draft `{d}` does not exist"), floc.clone()).hint("drafts live in specs/components/drafts/<name>.yaml"));
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_COMPONENT,
+                        format!("draft `{d}` does not exist"),
+                        floc.clone(),
+                    )
+                    .hint("drafts live in specs/components/drafts/<name>.yaml"),
+                );
             }
         }
         let mut blocks = IndexMap::new();
@@ -689,36 +1002,99 @@ impl Loader<'_> {
             for (slot, f) in &b.value.fill {
                 let (cname, bind, path) = match f {
                     FillDef::Name(n) => (n.clone(), IndexMap::new(), None),
-                    FillDef::Full { component, bind, path } => (component.clone(), bind.clone(), path.clone()),
+                    FillDef::Full {
+                        component,
+                        bind,
+                        path,
+                    } => (component.clone(), bind.clone(), path.clone()),
                 };
                 if !def.blocks.contains_key(&cname) {
                     self.component(&cname, &loc);
                 }
                 let bind = self.binds(&bind, &loc, &allowed_all);
-                fills.insert(slot.clone(), FillIr { name: cname, bind, path });
+                fills.insert(
+                    slot.clone(),
+                    FillIr {
+                        name: cname,
+                        bind,
+                        path,
+                    },
+                );
             }
             if let Some(t) = &template {
                 for s in &t.slots {
                     if !fills.contains_key(s) {
-                        self.err(SpecError::new(code::UNFILLED_SLOT, format!("block `{name}` leaves slot `{s}` of `{}` unfilled", t.name), loc.clone()).hint(format!("fill: {{ {s}: <component> }}")));
+                        self.err(
+                            SpecError::new(
+                                code::UNFILLED_SLOT,
+                                format!(
+                                    "block `{name}` leaves slot `{s}` of `{}` unfilled",
+                                    t.name
+                                ),
+                                loc.clone(),
+                            )
+                            .hint(format!("fill: {{ {s}: <component> }}")),
+                        );
                     }
                 }
                 for s in fills.keys() {
                     if !t.slots.contains(s) {
-                        self.err(SpecError::new(code::UNFILLED_SLOT, format!("block `{name}` fills `{s}`, which `{}` does not have", t.name), loc.clone()).hint(format!("slots of `{}`: {}", t.name, t.slots.join(", "))));
+                        self.err(
+                            SpecError::new(
+                                code::UNFILLED_SLOT,
+                                format!(
+                                    "block `{name}` fills `{s}`, which `{}` does not have",
+                                    t.name
+                                ),
+                                loc.clone(),
+                            )
+                            .hint(format!(
+                                "slots of `{}`: {}",
+                                t.name,
+                                t.slots.join(", ")
+                            )),
+                        );
                     }
                 }
             }
             let bind = self.binds(&b.value.bind, &loc, &allowed_all);
-            blocks.insert(name.clone(), BlockIr { name: name.clone(), template: b.value.template.clone(), fills, bind, loc });
+            blocks.insert(
+                name.clone(),
+                BlockIr {
+                    name: name.clone(),
+                    template: b.value.template.clone(),
+                    fills,
+                    bind,
+                    loc,
+                },
+            );
         }
-        let graph = self.graph(&def.graph, &["input_ids".to_string()], &def.outputs, file, &allowed_all, &[]);
+        let graph = self.graph(
+            &def.graph,
+            &["input_ids".to_string()],
+            &def.outputs,
+            file,
+            &allowed_all,
+            &[],
+        );
         for n in &graph {
             if let NodeKind::Stack(s) = &n.kind {
                 for e in &s.schedule {
                     if !blocks.contains_key(&e.block) {
-                        let hint = closest(&e.block, blocks.keys().map(String::as_str)).map(|c| format!("did you mean `{c}`?")).unwrap_or_else(|| "declare it under `blocks:`".into());
-                        self.err(SpecError::new(code::UNKNOWN_COMPONENT, format!("schedule names block `{}`, which is not declared", e.block), e.loc.clone()).hint(hint));
+                        let hint = closest(&e.block, blocks.keys().map(String::as_str))
+                            .map(|c| format!("did you mean `{c}`?"))
+                            .unwrap_or_else(|| "declare it under `blocks:`".into());
+                        self.err(
+                            SpecError::new(
+                                code::UNKNOWN_COMPONENT,
+                                format!(
+                                    "schedule names block `{}`, which is not declared",
+                                    e.block
+                                ),
+                                e.loc.clone(),
+                            )
+                            .hint(hint),
+                        );
                     }
                 }
             }
@@ -727,10 +1103,21 @@ impl Loader<'_> {
         let mut quant = QuantIr {
             default: q.default.clone().unwrap_or_else(|| "bf16".into()),
             per_role: q.per_role.clone(),
-            overrides: q.overrides.iter().map(|o| OverrideIr { leaf: o.value.leaf.clone(), format: o.value.format.clone(), loc: loc_of(file, &o.referenced) }).collect(),
+            overrides: q
+                .overrides
+                .iter()
+                .map(|o| OverrideIr {
+                    leaf: o.value.leaf.clone(),
+                    format: o.value.format.clone(),
+                    loc: loc_of(file, &o.referenced),
+                })
+                .collect(),
             cache: q.cache.clone().unwrap_or_else(|| "bf16".into()),
         };
-        let mut formats: Vec<(String, Location)> = vec![(quant.default.clone(), floc.clone()), (quant.cache.clone(), floc.clone())];
+        let mut formats: Vec<(String, Location)> = vec![
+            (quant.default.clone(), floc.clone()),
+            (quant.cache.clone(), floc.clone()),
+        ];
         for (role, f) in &quant.per_role {
             self.check_role(role, &floc);
             formats.push((f.clone(), floc.clone()));
@@ -741,7 +1128,14 @@ impl Loader<'_> {
         for (f, loc) in formats {
             if !self.repo.schemes.contains_key(&f) {
                 let names: Vec<&str> = self.repo.schemes.keys().map(String::as_str).collect();
-                self.err(SpecError::new(code::UNKNOWN_QUANT, format!("storage format `{f}` has no scheme in specs/quant/"), loc).hint(format!("known formats: {}", names.join(", "))));
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_QUANT,
+                        format!("storage format `{f}` has no scheme in specs/quant/"),
+                        loc,
+                    )
+                    .hint(format!("known formats: {}", names.join(", "))),
+                );
             }
         }
         quant.per_role.sort_keys();

@@ -127,82 +127,336 @@ pub const ACTIVATIONS: &[(&str, i128)] = &[
 ];
 
 pub static OPS: &[OpSpec] = &[
-    op!("embedding", Source, Some(1), ["vocab", "dim"],
+    op!(
+        "embedding",
+        Source,
+        Some(1),
+        ["vocab", "dim"],
         "Look up one row of a table per token id.",
-        "[] -> [dim]", "weight [vocab, dim] (table)", "vocab*dim", "0 (a gather)"),
-    op!("linear", AxisReplace, Some(1), ["in", "out", "bias?", "tied?"],
+        "[] -> [dim]",
+        "weight [vocab, dim] (table)",
+        "vocab*dim",
+        "0 (a gather)"
+    ),
+    op!(
+        "linear",
+        AxisReplace,
+        Some(1),
+        ["in", "out", "bias?", "tied?"],
         "y = x W^T (+ b). `tied: true` reuses another node's table and owns no weight.",
-        "[..., in] -> [..., out]", "weight [out, in] (matrix); bias [out] when bias", "in*out (+out)", "2*in*out per leading element"),
-    op!("grouped_linear", AxisReplace, Some(1), ["experts", "active", "in", "out", "bias?"],
+        "[..., in] -> [..., out]",
+        "weight [out, in] (matrix); bias [out] when bias",
+        "in*out (+out)",
+        "2*in*out per leading element"
+    ),
+    op!(
+        "grouped_linear",
+        AxisReplace,
+        Some(1),
+        ["experts", "active", "in", "out", "bias?"],
         "All experts' weights in one tensor [experts, out, in]; `active` of them run per token.",
-        "[..., in] -> [..., out]", "weight [experts, out, in] (matrix); bias [experts, out] when bias", "experts*in*out (active: active*in*out)", "2*active*in*out"),
-    op!("rmsnorm", Preserve, Some(1), ["dim", "weight?"],
+        "[..., in] -> [..., out]",
+        "weight [experts, out, in] (matrix); bias [experts, out] when bias",
+        "experts*in*out (active: active*in*out)",
+        "2*active*in*out"
+    ),
+    op!(
+        "rmsnorm",
+        Preserve,
+        Some(1),
+        ["dim", "weight?"],
         "RMS normalization over the last axis with a learned scale (weight: false for none).",
-        "[..., dim] -> same", "weight [dim] (vector)", "dim", "4*numel"),
-    op!("layernorm", Preserve, Some(1), ["dim", "bias?"],
+        "[..., dim] -> same",
+        "weight [dim] (vector)",
+        "dim",
+        "4*numel"
+    ),
+    op!(
+        "layernorm",
+        Preserve,
+        Some(1),
+        ["dim", "bias?"],
         "Layer normalization over the last axis.",
-        "[..., dim] -> same", "weight [dim]; bias [dim] when bias (default true)", "dim (+dim)", "5*numel"),
-    op!("l2norm", Preserve, Some(1), ["dim"],
+        "[..., dim] -> same",
+        "weight [dim]; bias [dim] when bias (default true)",
+        "dim (+dim)",
+        "5*numel"
+    ),
+    op!(
+        "l2norm",
+        Preserve,
+        Some(1),
+        ["dim"],
         "L2 normalization over the last axis, no weight.",
-        "[..., dim] -> same", "none", "0", "3*numel"),
-    op!("rope", Preserve, Some(1), ["dim", "rotary_dim?", "scaling?", "interleaved?"],
+        "[..., dim] -> same",
+        "none",
+        "0",
+        "3*numel"
+    ),
+    op!(
+        "rope",
+        Preserve,
+        Some(1),
+        ["dim", "rotary_dim?", "scaling?", "interleaved?"],
         "Rotary position embedding on the first `rotary_dim` channels of the last axis. `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope).",
-        "[..., dim] -> same", "none", "0", "3*rotary_dim per leading element"),
-    op!("head_split", Reshape, Some(1), ["heads", "head_dim"],
+        "[..., dim] -> same",
+        "none",
+        "0",
+        "3*rotary_dim per leading element"
+    ),
+    op!(
+        "head_split",
+        Reshape,
+        Some(1),
+        ["heads", "head_dim"],
         "View the last axis as [heads, head_dim].",
-        "[heads*head_dim] -> [heads, head_dim]", "none", "0", "0"),
-    op!("head_merge", Reshape, Some(1), [],
+        "[heads*head_dim] -> [heads, head_dim]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "head_merge",
+        Reshape,
+        Some(1),
+        [],
         "Flatten [heads, head_dim] into one axis.",
-        "[heads, head_dim] -> [heads*head_dim]", "none", "0", "0"),
-    op!("broadcast_heads", Broadcast, Some(1), ["heads"],
+        "[heads, head_dim] -> [heads*head_dim]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "broadcast_heads",
+        Broadcast,
+        Some(1),
+        ["heads"],
         "Share one vector with every head (MLA's rope key).",
-        "[d] or [1, d] -> [heads, d]", "none", "0", "0"),
-    op!("attention_score", Contract, Some(2), ["mask?", "window?", "chunk?"],
+        "[d] or [1, d] -> [heads, d]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "attention_score",
+        Contract,
+        Some(2),
+        ["mask?", "window?", "chunk?"],
         "Scores q.k for every attended position. Inputs [q, k]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length.",
-        "[h, d], [hk, d] -> [h, ctx]", "none", "0", "2*h*d*L"),
-    op!("softmax", Preserve, Some(1), ["sinks?"],
+        "[h, d], [hk, d] -> [h, ctx]",
+        "none",
+        "0",
+        "2*h*d*L"
+    ),
+    op!(
+        "softmax",
+        Preserve,
+        Some(1),
+        ["sinks?"],
         "Softmax over the context axis; `sinks: <heads>` adds a learned per-head sink logit.",
-        "[h, ctx] -> same", "sinks [heads] (vector) when sinks", "heads when sinks", "5*h*L"),
-    op!("attention_apply", Contract, Some(2), [],
+        "[h, ctx] -> same",
+        "sinks [heads] (vector) when sinks",
+        "heads when sinks",
+        "5*h*L"
+    ),
+    op!(
+        "attention_apply",
+        Contract,
+        Some(2),
+        [],
         "Weighted sum of values. Inputs [probs, v]; probs heads a multiple of v heads.",
-        "[h, ctx], [hk, dv] -> [h, dv]", "none", "0", "2*h*dv*L"),
-    op!("slice", AxisSelect, Some(1), ["out", "start?"],
+        "[h, ctx], [hk, dv] -> [h, dv]",
+        "none",
+        "0",
+        "2*h*dv*L"
+    ),
+    op!(
+        "slice",
+        AxisSelect,
+        Some(1),
+        ["out", "start?"],
         "Take `out` channels of the last axis starting at `start` (default 0).",
-        "[..., n] -> [..., out]", "none", "0", "0"),
-    op!("concat", AxisConcat, None, ["axis?"],
+        "[..., n] -> [..., out]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "concat",
+        AxisConcat,
+        None,
+        ["axis?"],
         "Concatenate along an axis (default the last); other axes must agree.",
-        "[..., a], [..., b] -> [..., a+b]", "none", "0", "0"),
-    op!("add", Broadcast, None, [],
+        "[..., a], [..., b] -> [..., a+b]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "add",
+        Broadcast,
+        None,
+        [],
         "Elementwise sum of two or more inputs of the same shape (a residual add).",
-        "[s], [s] -> [s]", "none", "0", "numel per extra input"),
-    op!("mul", Broadcast, None, [],
+        "[s], [s] -> [s]",
+        "none",
+        "0",
+        "numel per extra input"
+    ),
+    op!(
+        "mul",
+        Broadcast,
+        None,
+        [],
         "Elementwise product; trailing axes broadcast (a gate [h, 1] times [h, d]).",
-        "[s], [s] -> [s]", "none", "0", "numel per extra input"),
-    op!("silu", Preserve, Some(1), [], "x*sigmoid(x).", "same", "none", "0", "4*numel"),
-    op!("gelu", Preserve, Some(1), [], "GELU.", "same", "none", "0", "8*numel"),
-    op!("relu", Preserve, Some(1), [], "max(x, 0).", "same", "none", "0", "numel"),
-    op!("sigmoid", Preserve, Some(1), [], "Logistic sigmoid.", "same", "none", "0", "4*numel"),
-    op!("softplus", Preserve, Some(1), [], "log(1+exp(x)).", "same", "none", "0", "4*numel"),
-    op!("tanh", Preserve, Some(1), [], "tanh.", "same", "none", "0", "4*numel"),
-    op!("exp", Preserve, Some(1), [], "exp.", "same", "none", "0", "numel"),
-    op!("glu", AxisReplace, Some(1), ["act", "interleaved?"],
+        "[s], [s] -> [s]",
+        "none",
+        "0",
+        "numel per extra input"
+    ),
+    op!(
+        "silu",
+        Preserve,
+        Some(1),
+        [],
+        "x*sigmoid(x).",
+        "same",
+        "none",
+        "0",
+        "4*numel"
+    ),
+    op!(
+        "gelu",
+        Preserve,
+        Some(1),
+        [],
+        "GELU.",
+        "same",
+        "none",
+        "0",
+        "8*numel"
+    ),
+    op!(
+        "relu",
+        Preserve,
+        Some(1),
+        [],
+        "max(x, 0).",
+        "same",
+        "none",
+        "0",
+        "numel"
+    ),
+    op!(
+        "sigmoid",
+        Preserve,
+        Some(1),
+        [],
+        "Logistic sigmoid.",
+        "same",
+        "none",
+        "0",
+        "4*numel"
+    ),
+    op!(
+        "softplus",
+        Preserve,
+        Some(1),
+        [],
+        "log(1+exp(x)).",
+        "same",
+        "none",
+        "0",
+        "4*numel"
+    ),
+    op!(
+        "tanh",
+        Preserve,
+        Some(1),
+        [],
+        "tanh.",
+        "same",
+        "none",
+        "0",
+        "4*numel"
+    ),
+    op!(
+        "exp",
+        Preserve,
+        Some(1),
+        [],
+        "exp.",
+        "same",
+        "none",
+        "0",
+        "numel"
+    ),
+    op!(
+        "glu",
+        AxisReplace,
+        Some(1),
+        ["act", "interleaved?"],
         "Gated linear unit on a fused [gate|up] axis: act(gate) * up. act: silu or clamped_swiglu (gpt-oss).",
-        "[..., 2n] -> [..., n]", "none", "0", "6*n"),
-    op!("router", Explicit, Some(1), ["in", "experts", "top_k", "bias?", "score_bias?"],
+        "[..., 2n] -> [..., n]",
+        "none",
+        "0",
+        "6*n"
+    ),
+    op!(
+        "router",
+        Explicit,
+        Some(1),
+        ["in", "experts", "top_k", "bias?", "score_bias?"],
         "Expert router: logits = x W^T, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts].",
-        "[in] -> [top_k]", "weight [experts, in] (matrix); bias [experts]; e_score_correction_bias [experts]", "experts*in (+experts)", "2*in*experts"),
-    op!("moe_combine", Explicit, Some(2), ["top_k"],
+        "[in] -> [top_k]",
+        "weight [experts, in] (matrix); bias [experts]; e_score_correction_bias [experts]",
+        "experts*in (+experts)",
+        "2*in*experts"
+    ),
+    op!(
+        "moe_combine",
+        Explicit,
+        Some(2),
+        ["top_k"],
         "Weighted sum of the active experts' outputs. Inputs [experts, router].",
-        "[d], [top_k] -> [d]", "none", "0", "2*top_k*d"),
-    op!("conv1d", Preserve, Some(1), ["channels", "kernel", "bias?"],
+        "[d], [top_k] -> [d]",
+        "none",
+        "0",
+        "2*top_k*d"
+    ),
+    op!(
+        "conv1d",
+        Preserve,
+        Some(1),
+        ["channels", "kernel", "bias?"],
         "Causal depthwise 1-D convolution over time.",
-        "[channels] -> same", "weight [channels, 1, kernel] (matrix); bias [channels]", "channels*kernel", "2*channels*kernel"),
-    op!("delta_gate", Preserve, Some(1), ["heads"],
+        "[channels] -> same",
+        "weight [channels, 1, kernel] (matrix); bias [channels]",
+        "channels*kernel",
+        "2*channels*kernel"
+    ),
+    op!(
+        "delta_gate",
+        Preserve,
+        Some(1),
+        ["heads"],
         "Gated DeltaNet decay g = -exp(A_log) * softplus(a + dt_bias), per value head.",
-        "[heads] -> same", "A_log [heads] (vector); dt_bias [heads] (vector)", "2*heads", "8*heads"),
-    op!("gated_delta_rule", Explicit, Some(5), [],
+        "[heads] -> same",
+        "A_log [heads] (vector); dt_bias [heads] (vector)",
+        "2*heads",
+        "8*heads"
+    ),
+    op!(
+        "gated_delta_rule",
+        Explicit,
+        Some(5),
+        [],
         "Recurrent update of linear attention (Gated DeltaNet). Inputs [q, k, v, g, beta] with q,k [hk, dk], v [hv, dv], g and beta [hv]; keeps state [hv, dk, dv] per sequence.",
-        "-> [hv, dv]; state [hv, dk, dv]", "none", "0", "8*hv*dk*dv"),
+        "-> [hv, dv]; state [hv, dk, dv]",
+        "none",
+        "0",
+        "8*hv*dk*dv"
+    ),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static OpSpec> {
@@ -277,7 +531,11 @@ pub struct OpError {
 }
 
 fn err<T>(code: &'static str, message: String) -> Result<T, OpError> {
-    Err(OpError { code, message, hint: None })
+    Err(OpError {
+        code,
+        message,
+        hint: None,
+    })
 }
 
 /// Arguments of one node, already bound.
@@ -297,8 +555,14 @@ fn lit(v: i128) -> Q {
 fn last<'a>(s: &'a Shape, what: &str) -> Result<&'a Q, OpError> {
     match s.last() {
         Some(Axis::Dim(q)) => Ok(q),
-        Some(Axis::Ctx) => err(code::SHAPE_AXIS, format!("{what}: last axis is the context axis")),
-        None => err(code::SHAPE_RANK, format!("{what}: input has no axes (a token id?)")),
+        Some(Axis::Ctx) => err(
+            code::SHAPE_AXIS,
+            format!("{what}: last axis is the context axis"),
+        ),
+        None => err(
+            code::SHAPE_RANK,
+            format!("{what}: input has no axes (a token id?)"),
+        ),
     }
 }
 
@@ -323,8 +587,14 @@ fn expect_last(s: &Shape, want: &Q, what: &str) -> Result<(), OpError> {
     if got.v != want.v {
         return Err(OpError {
             code: code::SHAPE_AXIS,
-            message: format!("{what}: input's last axis is {} but the op expects {}", got.v, want.v),
-            hint: Some(format!("input shape is {}; check the producing node or this op's args", show_shape(s))),
+            message: format!(
+                "{what}: input's last axis is {} but the op expects {}",
+                got.v, want.v
+            ),
+            hint: Some(format!(
+                "input shape is {}; check the producing node or this op's args",
+                show_shape(s)
+            )),
         });
     }
     Ok(())
@@ -348,10 +618,22 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
     match op {
         "embedding" => {
             if !x0().is_empty() {
-                return err(code::SHAPE_RANK, format!("embedding takes token ids (shape []), got {}", show_shape(&x0())));
+                return err(
+                    code::SHAPE_RANK,
+                    format!(
+                        "embedding takes token ids (shape []), got {}",
+                        show_shape(&x0())
+                    ),
+                );
             }
             let (v, d) = (a.int("vocab")?, a.int("dim")?);
-            Ok(OpOut::shape(vec![Axis::Dim(d.clone())]).leaf("weight", LeafKind::Table, vec![v, d]))
+            Ok(
+                OpOut::shape(vec![Axis::Dim(d.clone())]).leaf(
+                    "weight",
+                    LeafKind::Table,
+                    vec![v, d],
+                ),
+            )
         }
         "linear" => {
             let (i, o) = (a.int("in")?, a.int("out")?);
@@ -369,7 +651,12 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             Ok(out)
         }
         "grouped_linear" => {
-            let (e, k, i, o) = (a.int("experts")?, a.int("active")?, a.int("in")?, a.int("out")?);
+            let (e, k, i, o) = (
+                a.int("experts")?,
+                a.int("active")?,
+                a.int("in")?,
+                a.int("out")?,
+            );
             let s = x0();
             expect_last(&s, &i, "grouped_linear")?;
             let mut shape = s.clone();
@@ -415,7 +702,13 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             expect_last(&s, &d, "rope")?;
             let r = a.opt_int("rotary_dim")?.unwrap_or(d.clone());
             if r.v > d.v || r.v <= 0 || r.v % 2 != 0 {
-                return err(code::SHAPE_AXIS, format!("rope: rotary_dim {} must be even and within the head dim {}", r.v, d.v));
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "rope: rotary_dim {} must be even and within the head dim {}",
+                        r.v, d.v
+                    ),
+                );
             }
             Ok(OpOut::shape(s.clone()).flops(&(&lit(3) * &r) * &lead(&s)))
         }
@@ -426,7 +719,13 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             if n.v != h.v * d.v {
                 return Err(OpError {
                     code: code::SHAPE_HEADS,
-                    message: format!("head_split: last axis {} is not heads*head_dim = {}*{} = {}", n.v, h.v, d.v, h.v * d.v),
+                    message: format!(
+                        "head_split: last axis {} is not heads*head_dim = {}*{} = {}",
+                        n.v,
+                        h.v,
+                        d.v,
+                        h.v * d.v
+                    ),
                     hint: Some("split a flat axis only when it really is heads*head_dim".into()),
                 });
             }
@@ -438,11 +737,17 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         "head_merge" => {
             let s = x0();
             if s.len() < 2 {
-                return err(code::SHAPE_RANK, format!("head_merge needs [heads, head_dim], got {}", show_shape(&s)));
+                return err(
+                    code::SHAPE_RANK,
+                    format!("head_merge needs [heads, head_dim], got {}", show_shape(&s)),
+                );
             }
             let (h, d) = (s[s.len() - 2].clone(), s[s.len() - 1].clone());
             let (Some(h), Some(d)) = (h.dim(), d.dim()) else {
-                return err(code::SHAPE_AXIS, "head_merge: cannot merge the context axis".into());
+                return err(
+                    code::SHAPE_AXIS,
+                    "head_merge: cannot merge the context axis".into(),
+                );
             };
             let mut shape = s[..s.len() - 2].to_vec();
             shape.push(Axis::Dim(h * d));
@@ -454,13 +759,22 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let d = last(&s, "broadcast_heads")?.clone();
             let ok = s.len() == 1 || (s.len() == 2 && s[0].dim().map(|q| q.v) == Some(1));
             if !ok {
-                return err(code::SHAPE_RANK, format!("broadcast_heads takes [d] or [1, d], got {}", show_shape(&s)));
+                return err(
+                    code::SHAPE_RANK,
+                    format!(
+                        "broadcast_heads takes [d] or [1, d], got {}",
+                        show_shape(&s)
+                    ),
+                );
             }
             Ok(OpOut::shape(vec![Axis::Dim(h), Axis::Dim(d)]))
         }
         "attention_score" | "attention_apply" => {
             if inputs.len() != 2 {
-                return err(code::SHAPE_ARITY, format!("{op} takes 2 inputs, got {}", inputs.len()));
+                return err(
+                    code::SHAPE_ARITY,
+                    format!("{op} takes 2 inputs, got {}", inputs.len()),
+                );
             }
             let (q, k) = (&inputs[0], &inputs[1]);
             if q.len() != 2 || k.len() != 2 {
@@ -470,12 +784,29 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
                     hint: Some("split heads first (head_split), and broadcast a shared key (broadcast_heads)".into()),
                 });
             }
-            let hq = q[0].dim().ok_or_else(|| OpError { code: code::SHAPE_AXIS, message: format!("{op}: first input's heads axis is ctx"), hint: None })?.clone();
-            let hk = k[0].dim().ok_or_else(|| OpError { code: code::SHAPE_AXIS, message: format!("{op}: second input's heads axis is ctx"), hint: None })?.clone();
+            let hq = q[0]
+                .dim()
+                .ok_or_else(|| OpError {
+                    code: code::SHAPE_AXIS,
+                    message: format!("{op}: first input's heads axis is ctx"),
+                    hint: None,
+                })?
+                .clone();
+            let hk = k[0]
+                .dim()
+                .ok_or_else(|| OpError {
+                    code: code::SHAPE_AXIS,
+                    message: format!("{op}: second input's heads axis is ctx"),
+                    hint: None,
+                })?
+                .clone();
             if hk.v == 0 || hq.v % hk.v != 0 {
                 return Err(OpError {
                     code: code::SHAPE_HEADS,
-                    message: format!("{op}: {} query heads are not a multiple of {} key/value heads", hq.v, hk.v),
+                    message: format!(
+                        "{op}: {} query heads are not a multiple of {} key/value heads",
+                        hq.v, hk.v
+                    ),
                     hint: Some("GQA needs n_heads % n_kv_heads == 0".into()),
                 });
             }
@@ -493,7 +824,13 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
                 Ok(out)
             } else {
                 if q[1] != Axis::Ctx {
-                    return err(code::SHAPE_AXIS, format!("attention_apply: first input must be probabilities [h, ctx], got {}", show_shape(q)));
+                    return err(
+                        code::SHAPE_AXIS,
+                        format!(
+                            "attention_apply: first input must be probabilities [h, ctx], got {}",
+                            show_shape(q)
+                        ),
+                    );
                 }
                 let dv = last(k, op)?.clone();
                 let mut out = OpOut::shape(vec![Axis::Dim(hq.clone()), Axis::Dim(dv.clone())]);
@@ -515,7 +852,14 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let o = a.int("out")?;
             let start = a.opt_int("start")?.map(|q| q.v).unwrap_or(0);
             if start < 0 || o.v <= 0 || start + o.v > n.v {
-                return err(code::SHAPE_AXIS, format!("slice: [{start}, {}) is outside an axis of {}", start + o.v, n.v));
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "slice: [{start}, {}) is outside an axis of {}",
+                        start + o.v,
+                        n.v
+                    ),
+                );
             }
             let mut shape = s;
             *shape.last_mut().expect("checked non-empty") = Axis::Dim(o);
@@ -523,26 +867,46 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         }
         "concat" => {
             if inputs.len() < 2 {
-                return err(code::SHAPE_ARITY, format!("concat takes 2 or more inputs, got {}", inputs.len()));
+                return err(
+                    code::SHAPE_ARITY,
+                    format!("concat takes 2 or more inputs, got {}", inputs.len()),
+                );
             }
             let rank = inputs[0].len();
             let axis = a.opt_int("axis")?.map(|q| q.v).unwrap_or(-1);
             let ax = if axis < 0 { rank as i128 + axis } else { axis };
             if ax < 0 || ax >= rank as i128 {
-                return err(code::SHAPE_RANK, format!("concat: axis {axis} is outside rank {rank}"));
+                return err(
+                    code::SHAPE_RANK,
+                    format!("concat: axis {axis} is outside rank {rank}"),
+                );
             }
             let ax = ax as usize;
             let mut total = Q::zero();
             for (n, s) in inputs.iter().enumerate() {
                 if s.len() != rank {
-                    return err(code::SHAPE_RANK, format!("concat: input {} has rank {} but input 1 has rank {rank}", n + 1, s.len()));
+                    return err(
+                        code::SHAPE_RANK,
+                        format!(
+                            "concat: input {} has rank {} but input 1 has rank {rank}",
+                            n + 1,
+                            s.len()
+                        ),
+                    );
                 }
                 for (j, (p, q)) in s.iter().zip(&inputs[0]).enumerate() {
                     if j != ax && p != q {
                         return Err(OpError {
                             code: code::SHAPE_AXIS,
-                            message: format!("concat: input {} is {} but input 1 is {}; only axis {ax} may differ", n + 1, show_shape(s), show_shape(&inputs[0])),
-                            hint: Some("broadcast or split heads so that every other axis agrees".into()),
+                            message: format!(
+                                "concat: input {} is {} but input 1 is {}; only axis {ax} may differ",
+                                n + 1,
+                                show_shape(s),
+                                show_shape(&inputs[0])
+                            ),
+                            hint: Some(
+                                "broadcast or split heads so that every other axis agrees".into(),
+                            ),
                         });
                     }
                 }
@@ -557,14 +921,25 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         }
         "add" | "mul" => {
             if inputs.len() < 2 {
-                return err(code::SHAPE_ARITY, format!("{op} takes 2 or more inputs, got {}", inputs.len()));
+                return err(
+                    code::SHAPE_ARITY,
+                    format!("{op} takes 2 or more inputs, got {}", inputs.len()),
+                );
             }
             let mut shape = inputs[0].clone();
             for (n, s) in inputs.iter().enumerate().skip(1) {
                 shape = broadcast(&shape, s).ok_or_else(|| OpError {
                     code: code::SHAPE_AXIS,
-                    message: format!("{op}: input {} is {} and cannot combine with {}", n + 1, show_shape(s), show_shape(&shape)),
-                    hint: Some("elementwise inputs must have equal shapes (or size-1 axes that broadcast)".into()),
+                    message: format!(
+                        "{op}: input {} is {} and cannot combine with {}",
+                        n + 1,
+                        show_shape(s),
+                        show_shape(&shape)
+                    ),
+                    hint: Some(
+                        "elementwise inputs must have equal shapes (or size-1 axes that broadcast)"
+                            .into(),
+                    ),
                 })?;
             }
             let k = inputs.len() as i128 - 1;
@@ -573,10 +948,19 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         "glu" => {
             let s = x0();
             let n = last(&s, "glu")?.clone();
-            let half = n.div_exact(&lit(2)).ok_or_else(|| OpError { code: code::SHAPE_AXIS, message: format!("glu: axis {} is odd", n.v), hint: None })?;
+            let half = n.div_exact(&lit(2)).ok_or_else(|| OpError {
+                code: code::SHAPE_AXIS,
+                message: format!("glu: axis {} is odd", n.v),
+                hint: None,
+            })?;
             match a.text("act")?.as_deref() {
                 Some("silu") | Some("clamped_swiglu") | Some("gelu") => {}
-                other => return err(code::SHAPE_AXIS, format!("glu: act must be silu, gelu or clamped_swiglu, got {other:?}")),
+                other => {
+                    return err(
+                        code::SHAPE_AXIS,
+                        format!("glu: act must be silu, gelu or clamped_swiglu, got {other:?}"),
+                    );
+                }
             }
             let mut shape = s.clone();
             *shape.last_mut().expect("checked") = Axis::Dim(half.clone());
@@ -587,7 +971,10 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let s = x0();
             expect_last(&s, &i, "router")?;
             if k.v > e.v || k.v <= 0 {
-                return err(code::SHAPE_AXIS, format!("router: top_k {} must be in 1..={}", k.v, e.v));
+                return err(
+                    code::SHAPE_AXIS,
+                    format!("router: top_k {} must be in 1..={}", k.v, e.v),
+                );
             }
             let mut out = OpOut::shape(vec![Axis::Dim(k)])
                 .flops(&(&lit(2) * &i) * &e)
@@ -602,12 +989,24 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         }
         "moe_combine" => {
             if inputs.len() != 2 {
-                return err(code::SHAPE_ARITY, format!("moe_combine takes [experts, router], got {} inputs", inputs.len()));
+                return err(
+                    code::SHAPE_ARITY,
+                    format!(
+                        "moe_combine takes [experts, router], got {} inputs",
+                        inputs.len()
+                    ),
+                );
             }
             let k = a.int("top_k")?;
             let r = last(&inputs[1], "moe_combine")?;
             if r.v != k.v {
-                return err(code::SHAPE_AXIS, format!("moe_combine: router gives {} weights but top_k is {}", r.v, k.v));
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "moe_combine: router gives {} weights but top_k is {}",
+                        r.v, k.v
+                    ),
+                );
             }
             let (n, _) = numel(&inputs[0]);
             Ok(OpOut::shape(inputs[0].clone()).flops(&(&lit(2) * &k) * &n))
@@ -616,7 +1015,11 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let (c, k) = (a.int("channels")?, a.int("kernel")?);
             let s = x0();
             expect_last(&s, &c, "conv1d")?;
-            let mut out = OpOut::shape(s).flops(&(&lit(2) * &c) * &k).leaf("weight", LeafKind::Matrix, vec![c.clone(), lit(1), k]);
+            let mut out = OpOut::shape(s).flops(&(&lit(2) * &c) * &k).leaf(
+                "weight",
+                LeafKind::Matrix,
+                vec![c.clone(), lit(1), k],
+            );
             if a.flag("bias")? {
                 out = out.leaf("bias", LeafKind::Vector, vec![c]);
             }
@@ -633,30 +1036,68 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
         }
         "gated_delta_rule" => {
             if inputs.len() != 5 {
-                return err(code::SHAPE_ARITY, format!("gated_delta_rule takes [q, k, v, g, beta], got {} inputs", inputs.len()));
+                return err(
+                    code::SHAPE_ARITY,
+                    format!(
+                        "gated_delta_rule takes [q, k, v, g, beta], got {} inputs",
+                        inputs.len()
+                    ),
+                );
             }
             let dims = |s: &Shape, what: &str| -> Result<Vec<Q>, OpError> {
                 s.iter()
-                    .map(|a| a.dim().cloned().ok_or_else(|| OpError { code: code::SHAPE_AXIS, message: format!("gated_delta_rule: {what} has a context axis"), hint: None }))
+                    .map(|a| {
+                        a.dim().cloned().ok_or_else(|| OpError {
+                            code: code::SHAPE_AXIS,
+                            message: format!("gated_delta_rule: {what} has a context axis"),
+                            hint: None,
+                        })
+                    })
                     .collect()
             };
-            let (q, k, v, g, b) = (dims(&inputs[0], "q")?, dims(&inputs[1], "k")?, dims(&inputs[2], "v")?, dims(&inputs[3], "g")?, dims(&inputs[4], "beta")?);
+            let (q, k, v, g, b) = (
+                dims(&inputs[0], "q")?,
+                dims(&inputs[1], "k")?,
+                dims(&inputs[2], "v")?,
+                dims(&inputs[3], "g")?,
+                dims(&inputs[4], "beta")?,
+            );
             if q.len() != 2 || k.len() != 2 || v.len() != 2 || g.len() != 1 || b.len() != 1 {
-                return err(code::SHAPE_RANK, "gated_delta_rule: q, k, v must be [heads, dim]; g and beta [heads]".into());
+                return err(
+                    code::SHAPE_RANK,
+                    "gated_delta_rule: q, k, v must be [heads, dim]; g and beta [heads]".into(),
+                );
             }
             if q[0].v != k[0].v || q[1].v != k[1].v {
-                return err(code::SHAPE_HEADS, format!("gated_delta_rule: q [{}, {}] and k [{}, {}] differ", q[0].v, q[1].v, k[0].v, k[1].v));
+                return err(
+                    code::SHAPE_HEADS,
+                    format!(
+                        "gated_delta_rule: q [{}, {}] and k [{}, {}] differ",
+                        q[0].v, q[1].v, k[0].v, k[1].v
+                    ),
+                );
             }
             let (hv, dk, dv) = (v[0].clone(), k[1].clone(), v[1].clone());
             if hv.v % k[0].v != 0 || g[0].v != hv.v || b[0].v != hv.v {
-                return err(code::SHAPE_HEADS, format!("gated_delta_rule: {} value heads must be a multiple of {} key heads and match g ({}) and beta ({})", hv.v, k[0].v, g[0].v, b[0].v));
+                return err(
+                    code::SHAPE_HEADS,
+                    format!(
+                        "gated_delta_rule: {} value heads must be a multiple of {} key heads and match g ({}) and beta ({})",
+                        hv.v, k[0].v, g[0].v, b[0].v
+                    ),
+                );
             }
-            let mut out = OpOut::shape(vec![Axis::Dim(hv.clone()), Axis::Dim(dv.clone())]).flops(&(&(&lit(8) * &hv) * &dk) * &dv);
+            let mut out = OpOut::shape(vec![Axis::Dim(hv.clone()), Axis::Dim(dv.clone())])
+                .flops(&(&(&lit(8) * &hv) * &dk) * &dv);
             out.state = Some(vec![hv, dk, dv]);
             Ok(out)
         }
         act if ACTIVATIONS.iter().any(|(n, _)| *n == act) => {
-            let k = ACTIVATIONS.iter().find(|(n, _)| *n == act).map(|(_, k)| *k).unwrap_or(1);
+            let k = ACTIVATIONS
+                .iter()
+                .find(|(n, _)| *n == act)
+                .map(|(_, k)| *k)
+                .unwrap_or(1);
             let s = x0();
             Ok(elementwise(OpOut::shape(s.clone()), &s, k))
         }

@@ -40,10 +40,16 @@ impl Q {
     }
     /// A literal that still shows in formulas.
     pub fn lit_sym(v: Num, symbolic: bool) -> Q {
-        Q { v, f: symbolic.then(|| Rc::new(Sym::Lit(v))) }
+        Q {
+            v,
+            f: symbolic.then(|| Rc::new(Sym::Lit(v))),
+        }
     }
     pub fn atom(name: &str, v: Num, symbolic: bool) -> Q {
-        Q { v, f: symbolic.then(|| Rc::new(Sym::Atom(name.into()))) }
+        Q {
+            v,
+            f: symbolic.then(|| Rc::new(Sym::Atom(name.into()))),
+        }
     }
     pub fn zero() -> Q {
         Q::lit(0)
@@ -100,7 +106,10 @@ impl Add for &Q {
             return Q { v, f: o.f.clone() };
         }
         if o.f.is_none() && o.v == 0 {
-            return Q { v, f: self.f.clone() };
+            return Q {
+                v,
+                f: self.f.clone(),
+            };
         }
         let mut terms = Vec::new();
         for s in [self.sym(), o.sym()] {
@@ -109,7 +118,10 @@ impl Add for &Q {
                 _ => terms.push(s),
             }
         }
-        Q { v, f: Some(Rc::new(Sym::Add(terms))) }
+        Q {
+            v,
+            f: Some(Rc::new(Sym::Add(terms))),
+        }
     }
 }
 
@@ -121,9 +133,15 @@ impl Sub for &Q {
             return Q::lit(v);
         }
         if o.f.is_none() && o.v == 0 {
-            return Q { v, f: self.f.clone() };
+            return Q {
+                v,
+                f: self.f.clone(),
+            };
         }
-        Q { v, f: Some(Rc::new(Sym::Sub(self.sym(), o.sym()))) }
+        Q {
+            v,
+            f: Some(Rc::new(Sym::Sub(self.sym(), o.sym()))),
+        }
     }
 }
 
@@ -139,7 +157,10 @@ impl Mul for &Q {
             return Q { v, f: o.f.clone() };
         }
         if o.f.is_none() && o.v == 1 {
-            return Q { v, f: self.f.clone() };
+            return Q {
+                v,
+                f: self.f.clone(),
+            };
         }
         if (self.f.is_none() && self.v == 0) || (o.f.is_none() && o.v == 0) {
             return Q::lit(0);
@@ -151,7 +172,10 @@ impl Mul for &Q {
                 _ => factors.push(s),
             }
         }
-        Q { v, f: Some(Rc::new(Sym::Mul(factors))) }
+        Q {
+            v,
+            f: Some(Rc::new(Sym::Mul(factors))),
+        }
     }
 }
 
@@ -185,16 +209,38 @@ fn render(s: &Sym, ctx: u8) -> String {
     let (text, prec) = match s {
         Sym::Lit(v) => (v.to_string(), 3),
         Sym::Atom(a) => (a.to_string(), 3),
-        Sym::Add(ts) => (ts.iter().map(|t| render(t, 1)).collect::<Vec<_>>().join(" + "), 1),
+        Sym::Add(ts) => (
+            ts.iter()
+                .map(|t| render(t, 1))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            1,
+        ),
         Sym::Sub(a, b) => (format!("{} - {}", render(a, 1), render(b, 2)), 1),
-        Sym::Mul(fs) => (fs.iter().map(|t| render(t, 2)).collect::<Vec<_>>().join(" * "), 2),
+        Sym::Mul(fs) => (
+            fs.iter()
+                .map(|t| render(t, 2))
+                .collect::<Vec<_>>()
+                .join(" * "),
+            2,
+        ),
         Sym::Div(a, b) => (format!("{} / {}", render(a, 2), render(b, 3)), 2),
         Sym::Call(n, args) => (
-            format!("{n}({})", args.iter().map(|t| render(t, 0)).collect::<Vec<_>>().join(", ")),
+            format!(
+                "{n}({})",
+                args.iter()
+                    .map(|t| render(t, 0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             3,
         ),
     };
-    if prec < ctx && ctx > 0 && prec < 3 { format!("({text})") } else { text }
+    if prec < ctx && ctx > 0 && prec < 3 {
+        format!("({text})")
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]

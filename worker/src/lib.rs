@@ -5,6 +5,11 @@
 //! values. It must not re-derive quantities the engine computes.
 
 pub mod hub;
+pub mod pipeline;
+pub mod queue;
 pub mod snapshot;
 pub mod source;
+pub mod specs;
+pub mod subject;
 pub mod truth_dir;
+pub mod verify;

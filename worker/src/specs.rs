@@ -30,14 +30,20 @@ pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo
     let specs = root.join("specs");
     let mut stack = vec![specs.clone()];
     while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
         for e in entries {
             let path = e?.path();
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-                let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
                 files.insert(rel, text);
             }
         }
@@ -61,11 +67,24 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
     let p = Path::new(arg);
     if p.is_file() {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {arg}"))?;
-        let key = format!("specs/models/{}", p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
+        let key = format!(
+            "specs/models/{}",
+            p.file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
+        );
         let mut extra = vec![];
         let abs = std::fs::canonicalize(p)?;
-        let inside = std::fs::canonicalize(root.join("specs")).map(|s| abs.starts_with(s)).unwrap_or(false);
-        let key = if inside { abs.strip_prefix(std::fs::canonicalize(root)?)?.to_string_lossy().replace('\\', "/") } else { key };
+        let inside = std::fs::canonicalize(root.join("specs"))
+            .map(|s| abs.starts_with(s))
+            .unwrap_or(false);
+        let key = if inside {
+            abs.strip_prefix(std::fs::canonicalize(root)?)?
+                .to_string_lossy()
+                .replace('\\', "/")
+        } else {
+            key
+        };
         if !inside {
             extra.push((key.clone(), text));
             if let Some(dir) = p.parent() {
@@ -74,8 +93,14 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
                     for e in std::fs::read_dir(&drafts)? {
                         let path = e?.path();
                         if path.extension().is_some_and(|x| x == "yaml") {
-                            let name = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-                            extra.push((format!("specs/components/drafts/{name}"), std::fs::read_to_string(&path)?));
+                            let name = path
+                                .file_name()
+                                .map(|f| f.to_string_lossy().to_string())
+                                .unwrap_or_default();
+                            extra.push((
+                                format!("specs/components/drafts/{name}"),
+                                std::fs::read_to_string(&path)?,
+                            ));
                         }
                     }
                 }
@@ -86,12 +111,18 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
     }
     let repo = read_repo(root, &[])?;
     if repo.model_names().contains(&arg) {
-        return Ok(Target { repo, model: arg.to_string() });
+        return Ok(Target {
+            repo,
+            model: arg.to_string(),
+        });
     }
     if arg.ends_with(".yaml") {
         bail!("no such file: {arg}");
     }
-    bail!("`{arg}` is neither a spec file nor a model spec name (known: {})", repo.model_names().join(", "))
+    bail!(
+        "`{arg}` is neither a spec file nor a model spec name (known: {})",
+        repo.model_names().join(", ")
+    )
 }
 
 pub fn load(target: &Target) -> Result<ModelIr, Vec<SpecError>> {

@@ -1,8 +1,64 @@
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use harch_engine::analysis::{QUANTITIES, REPORT_CONTEXT};
+use harch_engine::{EvalOptions, evaluate};
+use harch_worker::subject;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// A spec file, a library model spec name, or a Hugging Face model id.
+    pub spec: String,
+    /// A total (params_total, kv_bytes_per_token, ...), a dim, or `params:<node-id>` /
+    /// `flops:<node-id>`.
+    pub quantity: String,
+    #[arg(long)]
+    pub truth: Option<PathBuf>,
+    /// Context length for FLOPs.
+    #[arg(long, default_value_t = REPORT_CONTEXT as u64)]
+    pub ctx: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let ir = match harch_worker::specs::load(&s.target) {
+        Ok(ir) => ir,
+        Err(errs) => {
+            eprintln!("{}", subject::render_errors(&errs));
+            return Ok(ExitCode::from(1));
+        }
+    };
+    // The same walk, with symbols bound: the formula and the value come out together.
+    let a = evaluate(&ir, &s.truth.config, EvalOptions { symbolic: true });
+    if !a.errors.is_empty() {
+        eprintln!("{}", subject::render_errors(&a.errors));
+        return Ok(ExitCode::from(1));
+    }
+    let Some(q) = a.quantity(&args.quantity, args.ctx as i128) else {
+        eprintln!(
+            "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>",
+            args.quantity,
+            QUANTITIES.join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    };
+    println!("{} = {}", args.quantity, q.formula());
+    println!("  = {}", crate::cmd::show::group_digits(q.v));
+    if let Some(d) = ir.dims.iter().find(|d| d.name == args.quantity) {
+        println!("  bound as `{}` in {}", d.raw, ir.file);
+    }
+    let mut shown = 0;
+    for (name, v) in &a.dims {
+        if q.formula()
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+        {
+            if shown == 0 {
+                println!("where");
+            }
+            println!("  {name} = {}", v.v);
+            shown += 1;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

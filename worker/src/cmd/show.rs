@@ -1,8 +1,91 @@
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use harch_engine::{EvalOptions, evaluate};
+use harch_worker::subject;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// A spec file, a library model spec name, or a Hugging Face model id.
+    pub spec: String,
+    /// Truth directory (config.json, index, shard headers) to evaluate against.
+    #[arg(long)]
+    pub truth: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let ir = match harch_worker::specs::load(&s.target) {
+        Ok(ir) => ir,
+        Err(errs) => {
+            eprintln!("{}", subject::render_errors(&errs));
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let a = evaluate(&ir, &s.truth.config, EvalOptions::default());
+    if !a.errors.is_empty() {
+        eprintln!("{}", subject::render_errors(&a.errors));
+        return Ok(ExitCode::from(1));
+    }
+    let sum = a.summary();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sum)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} — {}", ir.name, ir.summary);
+    println!("evaluated against {}\n", s.truth_origin);
+    println!(
+        "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
+        "stack", "block", "layers", "params", "KV B/token", "state B/seq"
+    );
+    for g in &sum.groups {
+        println!(
+            "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
+            g.stack,
+            g.block,
+            g.layers,
+            group_digits(g.params),
+            group_digits(g.kv_bytes_per_token),
+            group_digits(g.state_bytes_per_sequence)
+        );
+    }
+    println!();
+    let rows: [(&str, i128); 10] = [
+        ("params total", sum.params_total),
+        ("params active / token", sum.params_active),
+        ("  with embedding", sum.params_active_with_embedding),
+        ("params in MTP", sum.params_mtp),
+        ("weight bytes", sum.weight_bytes),
+        ("weight tensors", sum.weight_tensors),
+        ("KV bytes / token", sum.kv_bytes_per_token),
+        ("windowed KV bytes / token", sum.kv_window_bytes_per_token),
+        ("state bytes / sequence", sum.state_bytes_per_sequence),
+        ("decode FLOPs / token @ctx", sum.decode_flops_per_token),
+    ];
+    for (k, v) in rows {
+        println!("{k:<28} {:>24}", group_digits(v));
+    }
+    println!(
+        "{:<28} {:>24}",
+        format!("prefill FLOPs @{}", sum.context),
+        group_digits(sum.prefill_flops)
+    );
+    for (d, b) in &sum.weight_bytes_by_dtype {
+        println!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+pub fn group_digits(v: i128) -> String {
+    let s = v.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0 { format!("-{out}") } else { out }
 }

@@ -1,0 +1,101 @@
+//! What `show`, `explain` and `validate` act on: a spec (file, name or model id) and the truth
+//! it is evaluated against (a truth directory, or the bundled snapshot of a library model).
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use harch_guards::truth::Truth;
+
+use crate::snapshot;
+use crate::specs::{self, Target};
+
+pub struct Subject {
+    pub target: Target,
+    pub truth: Truth,
+    /// Where the truth came from, for messages.
+    pub truth_origin: String,
+}
+
+fn looks_like_model_id(arg: &str) -> bool {
+    let p = Path::new(arg);
+    arg.split('/').count() == 2 && !p.exists() && !arg.ends_with(".yaml") && !arg.ends_with(".yml")
+}
+
+/// Resolve `<SPEC-PATH | MODEL-NAME | MODEL-ID>` with an optional `--truth DIR`.
+pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
+    let root = specs::root();
+    let (truth, origin) = match truth_dir {
+        Some(dir) => (
+            crate::truth_dir::load_truth_dir(dir)
+                .with_context(|| format!("reading truth directory {}", dir.display()))?,
+            dir.display().to_string(),
+        ),
+        None if looks_like_model_id(arg) => match snapshot::try_load_snapshot(arg)? {
+            Some(t) => (t, format!("bundled snapshot of {arg}")),
+            None => bail!(
+                "no bundled snapshot of `{arg}`; fetch it first (`harch-worker fetch {arg} --out DIR`) and pass `--truth DIR`"
+            ),
+        },
+        None => (Truth::default(), String::new()),
+    };
+    let target = if looks_like_model_id(arg) {
+        let repo = specs::read_repo(&root, &[])?;
+        let arch = architectures(&truth.config);
+        let Some(model) = arch
+            .iter()
+            .find_map(|a| repo.model_for_architecture(a))
+            .map(str::to_string)
+        else {
+            bail!("no library spec serves the architectures {arch:?} of `{arg}`");
+        };
+        Target { repo, model }
+    } else {
+        specs::resolve_spec(&root, arg)?
+    };
+    if truth_dir.is_none() && !looks_like_model_id(arg) {
+        // A spec alone: evaluate it against the bundled snapshot of a checkpoint it serves.
+        let ir = specs::load(&target).map_err(|errs| anyhow::anyhow!(render_errors(&errs)))?;
+        for id in snapshot::snapshot_ids() {
+            if let Some(t) = snapshot::try_load_snapshot(id)?
+                && architectures(&t.config)
+                    .iter()
+                    .any(|a| ir.architectures.contains(a))
+            {
+                return Ok(Subject {
+                    target,
+                    truth: t,
+                    truth_origin: format!("bundled snapshot of {id}"),
+                });
+            }
+        }
+        bail!(
+            "no bundled snapshot has the architectures {:?} of spec `{}`; pass `--truth DIR`",
+            ir.architectures,
+            ir.name
+        );
+    }
+    Ok(Subject {
+        target,
+        truth,
+        truth_origin: origin,
+    })
+}
+
+pub fn architectures(config: &serde_json::Value) -> Vec<String> {
+    config
+        .get("architectures")
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn render_errors(errs: &[harch_engine::SpecError]) -> String {
+    errs.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
