@@ -29,6 +29,22 @@ enum Command {
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
     Snapshot(cmd::snapshot::Args),
+    /// Queue jobs for models (prints one job id per model).
+    Enqueue(cmd::enqueue::Args),
+    /// Run a worker: take jobs from the queue and run their stages.
+    Run(cmd::run::Args),
+    /// Show one job, or all jobs.
+    Status(cmd::status::Args),
+    /// Cancel a pending or running job.
+    Cancel(cmd::cancel::Args),
+    /// Queue a failed or cancelled job again; it resumes after its last completed stage.
+    Retry(cmd::retry::Args),
+    /// Print a job's event log.
+    Logs(cmd::logs::Args),
+    /// Re-validate the whole spec library and print a summary table.
+    Revalidate(cmd::revalidate::Args),
+    /// Benchmark the queue: enqueue and drain no-op jobs on each backend.
+    BenchQueue(cmd::bench_queue::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +55,14 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
+        Command::Enqueue(a) => cmd::enqueue::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Cancel(a) => cmd::cancel::run(a),
+        Command::Retry(a) => cmd::retry::run(a),
+        Command::Logs(a) => cmd::logs::run(a),
+        Command::Revalidate(a) => cmd::revalidate::run(a),
+        Command::BenchQueue(a) => cmd::bench_queue::run(a),
     };
     match result {
         Ok(code) => code,

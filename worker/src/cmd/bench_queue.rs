@@ -1,0 +1,152 @@
+//! `harch-worker bench-queue`: enqueue and drain N no-op jobs on each backend; reports jobs/s
+//! and the per-job orchestration overhead (everything but the stages' own work). Runs in a
+//! temporary data dir and a fresh queue name, and removes both afterwards.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use harch_worker::pipeline::registry::StageRegistry;
+use harch_worker::queue::cli::{block_on, setup};
+use harch_worker::queue::config::{QueueFlags, Settings};
+use harch_worker::queue::ops::enqueue;
+use harch_worker::queue::record::{JobKind, JobRequest, JobState};
+use harch_worker::queue::store::JobStore;
+use harch_worker::queue::worker::{WorkerOptions, run_worker};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Jobs per backend.
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: usize,
+    /// Backends to measure, comma-separated: sqlite, redis.
+    #[arg(long, value_delimiter = ',', default_value = "sqlite,redis")]
+    pub backends: Vec<String>,
+    /// Redis to use for the redis backend.
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+    /// Jobs run at the same time.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub flags: QueueFlags,
+}
+
+struct Figures {
+    backend: String,
+    jobs: usize,
+    enqueue_s: f64,
+    drain_s: f64,
+    stage_work_ms: u64,
+    failed: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let base = setup(&args.flags)?;
+    let mut rows = Vec::new();
+    for backend in &args.backends {
+        let tmp = tempfile::tempdir()?;
+        let mut settings = base.clone();
+        settings.worker.data_dir = tmp.path().to_path_buf();
+        settings.worker.concurrency = args.concurrency;
+        settings.queue.name = format!("harch-bench-{}", ulid::Ulid::generate());
+        settings.queue.url = match backend.as_str() {
+            "sqlite" => format!("sqlite://{}", tmp.path().join("queue.sqlite").display()),
+            "redis" => args.redis_url.clone(),
+            other => anyhow::bail!("unknown backend `{other}` (sqlite, redis)"),
+        };
+        settings.check()?;
+        eprintln!(
+            "{backend}: {} no-op jobs, concurrency {}",
+            args.jobs, args.concurrency
+        );
+        let figures = block_on(measure(Arc::new(settings.clone()), backend, args.jobs))??;
+        if backend == "redis" {
+            block_on(drop_redis_queue(&args.redis_url, &settings.queue.name))??;
+        }
+        rows.push(figures);
+    }
+    println!(
+        "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
+        "BACKEND", "JOBS", "ENQUEUE/S", "DRAIN/S", "DRAIN S", "OVERHEAD/JOB MS", "FAILED"
+    );
+    for f in &rows {
+        // Slot-time a job held minus its stages' own work, per job.
+        let slot_ms = f.drain_s * 1000.0 * args.concurrency as f64;
+        let overhead = (slot_ms - f.stage_work_ms as f64) / f.jobs as f64;
+        println!(
+            "{:<7} {:>7} {:>11.0} {:>11.0} {:>10.2} {:>16.2} {:>7}",
+            f.backend,
+            f.jobs,
+            f.jobs as f64 / f.enqueue_s,
+            f.jobs as f64 / f.drain_s,
+            f.drain_s,
+            overhead,
+            f.failed
+        );
+    }
+    Ok(if rows.iter().all(|f| f.failed == 0) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn measure(settings: Arc<Settings>, backend: &str, n: usize) -> anyhow::Result<Figures> {
+    let registry = StageRegistry::builtin();
+    let requests: Vec<JobRequest> = (0..n)
+        .map(|i| JobRequest {
+            model_id: format!("bench/model-{i:06}"),
+            revision: "main".into(),
+            kind: JobKind::Revalidate,
+            agent: "none".into(),
+            guards: "full".into(),
+            stages: vec!["noop".into()],
+            priority: 0,
+            offline: true,
+        })
+        .collect();
+    let t = Instant::now();
+    enqueue(&settings, &registry, requests).await?;
+    let enqueue_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let opts = WorkerOptions {
+        concurrency: settings.worker.concurrency,
+        once: true,
+        until_final: Vec::new(),
+        handle_signals: true,
+    };
+    run_worker(settings.clone(), registry, opts).await?;
+    let drain_s = t.elapsed().as_secs_f64();
+    let records = JobStore::open(settings.data_dir())?.list()?;
+    let failed = records
+        .iter()
+        .filter(|r| r.state != JobState::Succeeded)
+        .count();
+    let stage_work_ms = records
+        .iter()
+        .flat_map(|r| r.stages.iter().map(|s| s.work_ms))
+        .sum();
+    Ok(Figures {
+        backend: backend.to_string(),
+        jobs: n,
+        enqueue_s,
+        drain_s,
+        stage_work_ms,
+        failed,
+    })
+}
+
+/// Deletes the benchmark queue's keys so repeated runs do not grow the Redis database.
+async fn drop_redis_queue(url: &str, queue: &str) -> anyhow::Result<()> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{queue}:*"))
+        .query_async(&mut conn)
+        .await?;
+    for chunk in keys.chunks(500) {
+        let _: () = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await?;
+    }
+    Ok(())
+}

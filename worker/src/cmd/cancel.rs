@@ -1,0 +1,32 @@
+//! `harch-worker cancel JOB`: a pending job is cancelled at once; a running one when its worker
+//! next checks (within worker.cancel_poll_ms), which stops the running stage.
+
+use std::process::ExitCode;
+
+use harch_worker::queue::cli::setup;
+use harch_worker::queue::config::QueueFlags;
+use harch_worker::queue::ops::cancel;
+use harch_worker::queue::record::JobState;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job id, as `enqueue` printed it.
+    pub job: String,
+    #[command(flatten)]
+    pub flags: QueueFlags,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = setup(&args.flags)?;
+    let rec = cancel(&settings, &args.job)?;
+    if rec.state == JobState::Cancelled {
+        println!("{} cancelled", rec.id);
+    } else {
+        println!(
+            "{} cancel requested (running on {})",
+            rec.id,
+            rec.worker.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

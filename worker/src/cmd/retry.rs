@@ -1,0 +1,24 @@
+//! `harch-worker retry JOB`: queue a failed or cancelled job again; it resumes after its last
+//! completed stage.
+
+use std::process::ExitCode;
+
+use harch_worker::queue::cli::{block_on, setup};
+use harch_worker::queue::config::QueueFlags;
+use harch_worker::queue::ops::retry;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job id, as `enqueue` printed it.
+    pub job: String,
+    #[command(flatten)]
+    pub flags: QueueFlags,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = setup(&args.flags)?;
+    let rec = block_on(retry(&settings, &args.job))??;
+    let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
+    println!("{} queued again (resumes at stage {resume})", rec.id);
+    Ok(ExitCode::SUCCESS)
+}

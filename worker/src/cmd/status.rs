@@ -1,0 +1,155 @@
+//! `harch-worker status [JOB] [--json]`: one job in detail, or every job as a table.
+
+use std::process::ExitCode;
+
+use harch_worker::queue::cli::{fmt_ms, fmt_time, setup};
+use harch_worker::queue::config::QueueFlags;
+use harch_worker::queue::record::{JobRecord, StageState, now_ms};
+use harch_worker::queue::store::JobStore;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job id; without it, all jobs.
+    pub job: Option<String>,
+    /// Print the job record(s) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub flags: QueueFlags,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = setup(&args.flags)?;
+    let store = JobStore::open(settings.data_dir())?;
+    match &args.job {
+        Some(id) => {
+            let rec = store.load(id)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&rec)?);
+            } else {
+                print!("{}", detail(&rec));
+            }
+        }
+        None => {
+            let all = store.list()?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                print!("{}", table(&all));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn elapsed(rec: &JobRecord) -> String {
+    match (rec.started_ms, rec.finished_ms) {
+        (Some(s), Some(f)) => fmt_ms(f.saturating_sub(s)),
+        (Some(s), None) => format!("{} so far", fmt_ms(now_ms().saturating_sub(s))),
+        _ => "-".into(),
+    }
+}
+
+fn detail(rec: &JobRecord) -> String {
+    let r = &rec.request;
+    let mut out = format!(
+        "job {}  {}@{}  {}  {}\n",
+        rec.id,
+        r.model_id,
+        r.revision,
+        r.kind.as_str(),
+        rec.state.as_str()
+    );
+    out += &format!(
+        "created {}  time {}  deliveries {}  attempts {}  worker {}\n",
+        fmt_time(rec.created_ms),
+        elapsed(rec),
+        rec.deliveries,
+        rec.attempts,
+        rec.worker.as_deref().unwrap_or("-")
+    );
+    out += &format!(
+        "agent {}  guards {}  priority {}  {}\n",
+        r.agent,
+        r.guards,
+        r.priority,
+        if r.offline { "offline" } else { "online" }
+    );
+    if rec.cancel_requested {
+        out += "cancel requested\n";
+    }
+    if let Some(e) = &rec.last_error {
+        let kind = rec
+            .failure
+            .map(|k| format!(" ({k:?})").to_lowercase())
+            .unwrap_or_default();
+        out += &format!("last error{kind}: {e}\n");
+    }
+    let u = rec.usage();
+    out += &format!(
+        "agent usage: {} turns, {} input + {} output tokens, ${:.2}\n",
+        u.turns, u.input_tokens, u.output_tokens, u.cost_usd
+    );
+    out += "stages:\n";
+    for s in &rec.stages {
+        let state = match s.state {
+            StageState::Pending => "pending",
+            StageState::Running => "running",
+            StageState::Done => "done",
+            StageState::Failed => "failed",
+        };
+        out += &format!(
+            "  {:<12} {:<8} attempts {:<3} work {:>9}",
+            s.name,
+            state,
+            s.attempts,
+            fmt_ms(s.work_ms)
+        );
+        if !s.summary.is_null() {
+            out += &format!("  {}", s.summary);
+        }
+        out += "\n";
+        if let Some(e) = &s.last_error {
+            out += &format!("    error: {e}\n");
+        }
+        for a in &s.artifacts {
+            out += &format!("    {a}\n");
+        }
+    }
+    out
+}
+
+fn table(all: &[JobRecord]) -> String {
+    if all.is_empty() {
+        return "no jobs\n".into();
+    }
+    let mut out = format!(
+        "{:<26}  {:<36}  {:<10}  {:<9}  {:<10}  {:>4}  {:>12}  {}\n",
+        "JOB", "MODEL", "KIND", "STATE", "STAGE", "ATT", "TIME", "LAST ERROR"
+    );
+    for rec in all {
+        let stage = if rec.state.is_final() {
+            "-".to_string()
+        } else {
+            rec.current_stage()
+                .map(|s| s.name.clone())
+                .unwrap_or("-".into())
+        };
+        let mut err = rec.last_error.clone().unwrap_or_default();
+        if err.chars().count() > 60 {
+            err = err.chars().take(57).collect::<String>() + "...";
+        }
+        out += &format!(
+            "{:<26}  {:<36}  {:<10}  {:<9}  {:<10}  {:>4}  {:>12}  {}\n",
+            rec.id,
+            format!("{}@{}", rec.request.model_id, rec.request.revision),
+            rec.request.kind.as_str(),
+            rec.state.as_str(),
+            stage,
+            rec.attempts,
+            elapsed(rec),
+            err
+        );
+    }
+    out
+}

@@ -1,0 +1,126 @@
+//! Stage names → implementations. The pipeline's order is fixed; which stages a job runs is its
+//! `--stages` selection; which implementation runs is looked up here.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::bail;
+
+use super::stage::{Stage, StageError, split_stage_name};
+use super::stages::{fetch::FetchStage, probe, verify::VerifyStage};
+
+/// The pipeline's stages, in order. Later issues register generate, review, fix and publish.
+pub const PIPELINE: [&str; 6] = ["fetch", "generate", "verify", "review", "fix", "publish"];
+
+/// Stages that do no model work: the queue's own tests and the benchmark use them to exercise
+/// the machinery (`noop`, `sleep:MS`, `flaky:N` fails transiently N times, `fail` fails
+/// permanently).
+pub const PROBES: [&str; 4] = ["noop", "sleep", "flaky", "fail"];
+
+#[derive(Clone, Default)]
+pub struct StageRegistry {
+    stages: BTreeMap<String, Arc<dyn Stage>>,
+}
+
+impl StageRegistry {
+    /// The stages this build provides.
+    pub fn builtin() -> StageRegistry {
+        let mut r = StageRegistry::default();
+        r.register("fetch", Arc::new(FetchStage));
+        r.register("verify", Arc::new(VerifyStage));
+        r.register("noop", Arc::new(probe::Noop));
+        r.register("sleep", Arc::new(probe::Sleep));
+        r.register("flaky", Arc::new(probe::Flaky));
+        r.register("fail", Arc::new(probe::Fail));
+        r
+    }
+
+    /// Adds or replaces the implementation of `name`.
+    pub fn register(&mut self, name: &str, stage: Arc<dyn Stage>) {
+        self.stages.insert(name.to_string(), stage);
+    }
+
+    /// The implementation for a selected stage (`sleep:2000` → `sleep`).
+    pub fn get(&self, spec: &str) -> Result<Arc<dyn Stage>, StageError> {
+        let (name, _) = split_stage_name(spec);
+        self.stages.get(name).cloned().ok_or_else(|| {
+            StageError::permanent(format!(
+                "stage `{name}` is not available in this build of harch-worker"
+            ))
+        })
+    }
+
+    /// Checks a `--stages` selection: known names, pipeline order, no repeats.
+    pub fn check_selection(&self, stages: &[String]) -> anyhow::Result<()> {
+        if stages.is_empty() {
+            bail!("--stages selects no stage");
+        }
+        let mut last_pipeline_pos = None;
+        for (i, spec) in stages.iter().enumerate() {
+            let (name, arg) = split_stage_name(spec);
+            if stages[..i].contains(spec) {
+                bail!("stage `{spec}` is selected twice");
+            }
+            if let Some(pos) = PIPELINE.iter().position(|p| *p == name) {
+                if arg.is_some() {
+                    bail!("stage `{name}` takes no `:argument`");
+                }
+                if last_pipeline_pos.is_some_and(|last| pos < last) {
+                    bail!(
+                        "stage `{name}` is out of order: stages run as {}",
+                        PIPELINE.join(" → ")
+                    );
+                }
+                last_pipeline_pos = Some(pos);
+            } else if PROBES.contains(&name) || self.stages.contains_key(name) {
+                probe::check_arg(name, arg)?;
+            } else {
+                bail!(
+                    "unknown stage `{name}`: pipeline stages are {}; test stages are {}",
+                    PIPELINE.join(", "),
+                    PROBES.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn selections() {
+        let r = StageRegistry::builtin();
+        r.check_selection(&sel(&["fetch", "verify"])).unwrap();
+        r.check_selection(&sel(&["fetch", "generate", "publish"]))
+            .unwrap();
+        r.check_selection(&sel(&["noop", "sleep:10", "flaky:2"]))
+            .unwrap();
+        for bad in [
+            &["verify", "fetch"][..],
+            &["fetch", "fetch"],
+            &["fecth"],
+            &["sleep:abc"],
+            &["fetch:1"],
+            &[],
+        ] {
+            assert!(r.check_selection(&sel(bad)).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn planned_stages_fail_permanently_until_registered() {
+        let r = StageRegistry::builtin();
+        match r.get("generate") {
+            Err(StageError::Permanent(m)) => assert!(m.contains("generate"), "{m}"),
+            _ => panic!("generate should not be available yet"),
+        }
+        assert!(r.get("sleep:5").is_ok());
+    }
+}

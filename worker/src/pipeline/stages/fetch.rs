@@ -1,0 +1,38 @@
+//! The fetch stage: writes the model's truth dir (config, tensor inventory, forward source) into
+//! `fetch/truth/` of the job dir, from the Hub or, offline, from the bundled snapshots. The
+//! fetcher sorts its errors into transient and permanent; the stage passes that on.
+
+use futures_util::future::BoxFuture;
+
+use crate::hub::{FetchOptions, fetch_truth};
+use crate::pipeline::stage::{Stage, StageContext, StageError, StageOutput};
+
+pub struct FetchStage;
+
+impl Stage for FetchStage {
+    fn run<'a>(&'a self, cx: &'a StageContext) -> BoxFuture<'a, Result<StageOutput, StageError>> {
+        Box::pin(async move {
+            let req = &cx.job.request;
+            let mut opts = FetchOptions::from_env(&req.model_id, cx.out("truth"));
+            opts.revision = req.revision.clone();
+            opts.offline |= req.offline;
+            // The runner's stage timeout bounds the whole fetch; the fetcher's own retries
+            // handle blips inside it.
+            match fetch_truth(&opts).await {
+                Ok(report) => Ok(StageOutput {
+                    summary: serde_json::json!({
+                        "origin": report.origin,
+                        "revision": report.revision,
+                        "shards": report.shards,
+                        "tensors": report.tensors,
+                        "total_bytes": report.total_bytes,
+                        "requests": report.requests,
+                    }),
+                    ..StageOutput::default()
+                }),
+                Err(e) if e.is_transient() => Err(StageError::transient(e.to_string())),
+                Err(e) => Err(StageError::permanent(e.to_string())),
+            }
+        })
+    }
+}

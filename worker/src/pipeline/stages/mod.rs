@@ -1,0 +1,5 @@
+//! The stages this crate provides; generate, review, fix and publish come with later issues.
+
+pub mod fetch;
+pub mod probe;
+pub mod verify;

@@ -1,0 +1,109 @@
+//! The apalis stores behind one type: embedded SQLite or Redis. Only tickets (job ids) travel
+//! through the store; everything else about a job is in its record.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use apalis_core::backend::TaskSink;
+use apalis_core::task::builder::TaskBuilder;
+use apalis_core::task::task_id::TaskId;
+use apalis_redis::RedisStorage;
+use apalis_sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteStorage};
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+use super::config::{QueueUrl, Settings};
+
+/// What the store carries: which job to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobTicket {
+    pub job_id: String,
+}
+
+/// Store-side delivery limit. Our own attempt limit (per stage, in the job record) is what
+/// normally ends a job; this only bounds redeliveries after checkpoints and crashes (Redis
+/// hard-codes 25 anyway).
+const STORE_MAX_ATTEMPTS: usize = 25;
+
+pub enum QueueBackend {
+    Sqlite(SqliteStorage<JobTicket>),
+    Redis(RedisStorage<JobTicket>),
+}
+
+impl QueueBackend {
+    /// Connects to the queue the settings select (creating the SQLite file if needed).
+    pub async fn connect(settings: &Settings) -> anyhow::Result<QueueBackend> {
+        let url = settings.queue_url()?;
+        let q = &settings.queue;
+        match &url {
+            QueueUrl::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                }
+                let opts = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .busy_timeout(Duration::from_secs(30));
+                let pool = SqlitePoolOptions::new()
+                    .connect_with(opts)
+                    .await
+                    .with_context(|| format!("cannot open the queue {url}"))?;
+                SqliteStorage::setup(&pool)
+                    .await
+                    .with_context(|| format!("cannot prepare the queue {url}"))?;
+                let config = apalis_sqlite::Config::default()
+                    .queue(&q.name)
+                    .heartbeat_interval(settings.heartbeat())
+                    .missed_heartbeats(q.missed_heartbeats)
+                    .batch_size(q.batch_size);
+                Ok(QueueBackend::Sqlite(
+                    SqliteStorage::new(&pool).with_config(config),
+                ))
+            }
+            QueueUrl::Redis(u) => {
+                let conn = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    apalis_redis::connect(u.as_str()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("timed out"))
+                .and_then(|r| r.map_err(anyhow::Error::from))
+                .with_context(|| format!("cannot reach the Redis queue at {u}"))?;
+                let config = apalis_redis::Config::default()
+                    .queue(&q.name)
+                    .heartbeat_interval(settings.heartbeat())
+                    .missed_heartbeats(q.missed_heartbeats)
+                    .batch_size(q.batch_size);
+                Ok(QueueBackend::Redis(
+                    RedisStorage::new(conn).with_config(config),
+                ))
+            }
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueueBackend::Sqlite(_) => "sqlite",
+            QueueBackend::Redis(_) => "redis",
+        }
+    }
+
+    /// Queues one delivery of job `job_id`; returns the store's task id.
+    pub async fn push(&mut self, job_id: &str, priority: u32) -> anyhow::Result<String> {
+        let task_id = Ulid::generate();
+        let task = TaskBuilder::new(JobTicket {
+            job_id: job_id.to_string(),
+        })
+        .task_id(TaskId::from_ulid(task_id))
+        .priority(priority as usize)
+        .max_attempts(STORE_MAX_ATTEMPTS)
+        .build();
+        let pushed = match self {
+            QueueBackend::Sqlite(s) => s.push_task(task).await.map_err(|e| anyhow::anyhow!("{e}")),
+            QueueBackend::Redis(s) => s.push_task(task).await.map_err(|e| anyhow::anyhow!("{e}")),
+        };
+        pushed.with_context(|| format!("cannot queue job {job_id}"))?;
+        Ok(task_id.to_string())
+    }
+}

@@ -1,0 +1,33 @@
+//! What every queue command does first: logging, settings, an async runtime.
+
+use super::config::{QueueFlags, Settings};
+
+/// Starts logging and reads the settings the flags select.
+pub fn setup(flags: &QueueFlags) -> anyhow::Result<Settings> {
+    super::logging::init(flags.log_json);
+    Settings::load(flags)
+}
+
+/// Runs `f` to completion on a multi-threaded runtime (the commands themselves are sync).
+pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    Ok(rt.block_on(f))
+}
+
+/// `1.2 s`, `340 ms`, `2 min 5 s`.
+pub fn fmt_ms(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+/// An epoch-millisecond stamp as RFC 3339 (UTC, seconds).
+pub fn fmt_time(ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}

@@ -1,0 +1,332 @@
+//! Worker settings: `queue.toml`, then environment overrides, then command-line flags.
+//!
+//! The repository's `queue.toml` is compiled in as the defaults, so the documented file and the
+//! behaviour of a fresh clone cannot drift apart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+/// The documented defaults (the repository's `queue.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../../../queue.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub queue: QueueSettings,
+    pub worker: WorkerSettings,
+    pub stages: StageSettings,
+    pub retry: RetrySettings,
+    pub agent: AgentSettings,
+    pub publish: PublishSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettings {
+    pub url: String,
+    pub name: String,
+    pub heartbeat_ms: u64,
+    pub missed_heartbeats: usize,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSettings {
+    pub data_dir: PathBuf,
+    pub concurrency: usize,
+    pub cancel_poll_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSettings {
+    pub default_timeout_s: u64,
+    #[serde(default)]
+    pub timeout_s: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySettings {
+    pub max_attempts: u32,
+    pub backoff_initial_ms: u64,
+    pub backoff_max_ms: u64,
+    pub backoff_factor: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    pub default: String,
+    pub guards: String,
+    pub max_turns: u32,
+    pub max_cost_usd: f64,
+    pub timeout_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishSettings {
+    pub repo: String,
+    pub base_branch: String,
+    pub branch_prefix: String,
+}
+
+/// Where jobs wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueUrl {
+    Sqlite(PathBuf),
+    Redis(String),
+}
+
+impl QueueUrl {
+    /// Parses `sqlite://PATH` or `redis://…` / `rediss://…`.
+    pub fn parse(url: &str) -> anyhow::Result<QueueUrl> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                bail!("queue URL `{url}` names no file: use sqlite://path/to/queue.sqlite");
+            }
+            return Ok(QueueUrl::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("redis://") || url.starts_with("rediss://") {
+            return Ok(QueueUrl::Redis(url.to_string()));
+        }
+        bail!("queue URL `{url}` is neither sqlite://PATH nor redis://HOST:PORT")
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            QueueUrl::Sqlite(_) => "sqlite",
+            QueueUrl::Redis(_) => "redis",
+        }
+    }
+}
+
+impl std::fmt::Display for QueueUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueUrl::Sqlite(p) => write!(f, "sqlite://{}", p.display()),
+            QueueUrl::Redis(u) => f.write_str(u),
+        }
+    }
+}
+
+/// Command-line overrides shared by the queue commands.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct QueueFlags {
+    /// Settings file (default: $HARCH_CONFIG, ./queue.toml, or the built-in defaults).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Queue URL: sqlite://PATH or redis://HOST:PORT (overrides queue.toml and $HARCH_QUEUE_URL).
+    #[arg(long = "queue")]
+    pub queue_url: Option<String>,
+    /// Directory of job records and artifacts (overrides queue.toml and $HARCH_DATA_DIR).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+impl Settings {
+    /// Parses a settings document; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Settings> {
+        toml::from_str(text).with_context(|| format!("invalid settings in {origin}"))
+    }
+
+    /// Reads the settings the flags and environment select.
+    pub fn load(flags: &QueueFlags) -> anyhow::Result<Settings> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let file = flags
+            .config
+            .clone()
+            .or_else(|| env("HARCH_CONFIG").map(PathBuf::from))
+            .or_else(|| Some(PathBuf::from("queue.toml")).filter(|p| p.is_file()));
+        let mut settings = match &file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read settings file {}", path.display()))?;
+                Settings::parse(&text, &path.display().to_string())?
+            }
+            None => Settings::parse(DEFAULT_TOML, "the built-in queue.toml")?,
+        };
+        settings.apply_env(|k| env(k))?;
+        if let Some(url) = &flags.queue_url {
+            settings.queue.url = url.clone();
+        }
+        if let Some(dir) = &flags.data_dir {
+            settings.worker.data_dir = dir.clone();
+        }
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Applies the `HARCH_*` overrides documented in queue.toml.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        fn num<T: std::str::FromStr>(key: &str, v: String) -> anyhow::Result<T> {
+            v.trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("environment variable {key}=`{v}` is not a number"))
+        }
+        macro_rules! over {
+            ($key:literal, $field:expr, text) => {
+                if let Some(v) = get($key) {
+                    $field = v.into();
+                }
+            };
+            ($key:literal, $field:expr, num) => {
+                if let Some(v) = get($key) {
+                    $field = num($key, v)?;
+                }
+            };
+        }
+        over!("HARCH_QUEUE_URL", self.queue.url, text);
+        over!("HARCH_QUEUE_NAME", self.queue.name, text);
+        over!("HARCH_HEARTBEAT_MS", self.queue.heartbeat_ms, num);
+        over!("HARCH_MISSED_HEARTBEATS", self.queue.missed_heartbeats, num);
+        over!("HARCH_BATCH_SIZE", self.queue.batch_size, num);
+        over!("HARCH_DATA_DIR", self.worker.data_dir, text);
+        over!("HARCH_CONCURRENCY", self.worker.concurrency, num);
+        over!("HARCH_CANCEL_POLL_MS", self.worker.cancel_poll_ms, num);
+        over!("HARCH_STAGE_TIMEOUT_S", self.stages.default_timeout_s, num);
+        over!("HARCH_RETRY_MAX_ATTEMPTS", self.retry.max_attempts, num);
+        over!(
+            "HARCH_RETRY_BACKOFF_INITIAL_MS",
+            self.retry.backoff_initial_ms,
+            num
+        );
+        over!("HARCH_RETRY_BACKOFF_MAX_MS", self.retry.backoff_max_ms, num);
+        over!("HARCH_RETRY_BACKOFF_FACTOR", self.retry.backoff_factor, num);
+        over!("HARCH_AGENT", self.agent.default, text);
+        over!("HARCH_GUARDS", self.agent.guards, text);
+        over!("HARCH_AGENT_MAX_TURNS", self.agent.max_turns, num);
+        over!("HARCH_AGENT_MAX_COST_USD", self.agent.max_cost_usd, num);
+        over!("HARCH_AGENT_TIMEOUT_S", self.agent.timeout_s, num);
+        over!("HARCH_PUBLISH_REPO", self.publish.repo, text);
+        over!("HARCH_PUBLISH_BASE_BRANCH", self.publish.base_branch, text);
+        over!(
+            "HARCH_PUBLISH_BRANCH_PREFIX",
+            self.publish.branch_prefix,
+            text
+        );
+        Ok(())
+    }
+
+    /// Rejects values that would make the worker spin or never run.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.worker.concurrency == 0 {
+            bail!("worker.concurrency must be at least 1");
+        }
+        if self.queue.batch_size == 0 {
+            bail!("queue.batch_size must be at least 1");
+        }
+        if self.queue.heartbeat_ms < 1000 {
+            bail!(
+                "queue.heartbeat_ms must be at least 1000: the stores count leases in whole seconds"
+            );
+        }
+        if self.queue.missed_heartbeats == 0 {
+            bail!("queue.missed_heartbeats must be at least 1");
+        }
+        if self.retry.max_attempts == 0 {
+            bail!("retry.max_attempts must be at least 1");
+        }
+        if self.retry.backoff_factor.is_nan() || self.retry.backoff_factor < 1.0 {
+            bail!("retry.backoff_factor must be at least 1.0");
+        }
+        if self.queue.name.trim().is_empty() {
+            bail!("queue.name must not be empty");
+        }
+        self.queue_url()?;
+        Ok(())
+    }
+
+    /// The queue the settings select; empty means SQLite inside the data dir.
+    pub fn queue_url(&self) -> anyhow::Result<QueueUrl> {
+        if self.queue.url.trim().is_empty() {
+            return Ok(QueueUrl::Sqlite(self.worker.data_dir.join("queue.sqlite")));
+        }
+        QueueUrl::parse(self.queue.url.trim())
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.worker.data_dir
+    }
+
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.queue.heartbeat_ms)
+    }
+
+    pub fn stage_timeout(&self, stage: &str) -> Duration {
+        let secs = self
+            .stages
+            .timeout_s
+            .get(stage)
+            .copied()
+            .unwrap_or(self.stages.default_timeout_s);
+        Duration::from_secs(secs)
+    }
+
+    /// Backoff before attempt `attempt + 1`, after `attempt` failures (1-based).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let r = &self.retry;
+        let exp = r.backoff_factor.powi(attempt.saturating_sub(1) as i32);
+        let ms = (r.backoff_initial_ms as f64 * exp).min(r.backoff_max_ms as f64);
+        Duration::from_millis(ms as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_defaults_parse_and_select_embedded_sqlite() {
+        let s = Settings::parse(DEFAULT_TOML, "default").unwrap();
+        s.check().unwrap();
+        assert_eq!(
+            s.queue_url().unwrap(),
+            QueueUrl::Sqlite(PathBuf::from(".harch/queue.sqlite"))
+        );
+        assert_eq!(s.stage_timeout("fetch"), Duration::from_secs(300));
+        assert_eq!(s.stage_timeout("unlisted"), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let mut s = Settings::parse(DEFAULT_TOML, "default").unwrap();
+        s.apply_env(|k| match k {
+            "HARCH_QUEUE_URL" => Some("redis://127.0.0.1:6379".into()),
+            "HARCH_CONCURRENCY" => Some("7".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(s.worker.concurrency, 7);
+        assert_eq!(s.queue_url().unwrap().backend_name(), "redis");
+        let err = s
+            .apply_env(|k| (k == "HARCH_CONCURRENCY").then(|| "many".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("HARCH_CONCURRENCY"), "{err}");
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let s = Settings::parse(DEFAULT_TOML, "default").unwrap();
+        assert_eq!(s.backoff(1), Duration::from_millis(2000));
+        assert_eq!(s.backoff(2), Duration::from_millis(4000));
+        assert_eq!(s.backoff(30), Duration::from_millis(120_000));
+    }
+
+    #[test]
+    fn bad_urls_and_unknown_keys_are_rejected() {
+        assert!(QueueUrl::parse("postgres://x").is_err());
+        assert!(QueueUrl::parse("sqlite://").is_err());
+        let err = Settings::parse("[queue]\nurl = 1\n", "x.toml").unwrap_err();
+        assert!(format!("{err:#}").contains("x.toml"));
+    }
+}

@@ -1,0 +1,224 @@
+//! A job's own record (`job.json`): what it is, where it stands, what each stage did.
+//!
+//! The queue store only carries deliveries; this record is the truth about a job, because the
+//! Redis store cannot list jobs and no store knows about stages.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Write a spec for a model with an agent, verify, review, fix, publish.
+    Generate,
+    /// No agent: fetch the current truth and validate the library's spec against it.
+    Revalidate,
+}
+
+impl JobKind {
+    /// The stages a job of this kind runs when `--stages` is not given.
+    pub fn default_stages(self) -> &'static [&'static str] {
+        match self {
+            JobKind::Generate => &["fetch", "generate", "verify", "review", "fix", "publish"],
+            JobKind::Revalidate => &["fetch", "verify"],
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Generate => "generate",
+            JobKind::Revalidate => "revalidate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    /// Final states never change again except through `retry`.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageState {
+    Pending,
+    Running,
+    Done,
+    Failed,
+}
+
+/// Whether a failure may go away by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureKind {
+    Transient,
+    Permanent,
+}
+
+/// Agent consumption, summed over a stage's attempts and over a job's stages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl AgentUsage {
+    pub fn add(&mut self, other: &AgentUsage) {
+        self.turns += other.turns;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// The stage as selected (`fetch`, `sleep:2000`, …).
+    pub name: String,
+    pub state: StageState,
+    /// Attempts so far, across deliveries.
+    pub attempts: u32,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    /// Time spent inside the stage itself, summed over attempts.
+    pub work_ms: u64,
+    /// Files the stage left in its directory (relative to the job dir).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub usage: AgentUsage,
+    /// What the stage reports about its result (e.g. verify: valid, errors).
+    #[serde(default)]
+    pub summary: serde_json::Value,
+}
+
+impl StageRecord {
+    pub fn new(name: &str) -> StageRecord {
+        StageRecord {
+            name: name.to_string(),
+            state: StageState::Pending,
+            attempts: 0,
+            started_ms: None,
+            finished_ms: None,
+            work_ms: 0,
+            artifacts: Vec::new(),
+            last_error: None,
+            usage: AgentUsage::default(),
+            summary: serde_json::Value::Null,
+        }
+    }
+}
+
+/// What the operator asked for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRequest {
+    pub model_id: String,
+    pub revision: String,
+    pub kind: JobKind,
+    pub agent: String,
+    pub guards: String,
+    pub stages: Vec<String>,
+    pub priority: u32,
+    pub offline: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: String,
+    pub request: JobRequest,
+    pub state: JobState,
+    /// Set by `cancel` on a running job; the worker stops the stage and finishes the cancel.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    /// Times a worker took this job from the queue (more than one after a crash or a retry).
+    pub deliveries: u32,
+    /// Stage attempts, all stages together.
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub failure: Option<FailureKind>,
+    /// The worker that holds (or last held) the job.
+    pub worker: Option<String>,
+    /// Queue-store task ids that carried this job (one per enqueue or retry).
+    #[serde(default)]
+    pub queue_tasks: Vec<String>,
+    pub stages: Vec<StageRecord>,
+}
+
+impl JobRecord {
+    pub fn new(id: String, request: JobRequest, now_ms: u64) -> JobRecord {
+        let stages = request.stages.iter().map(|s| StageRecord::new(s)).collect();
+        JobRecord {
+            id,
+            request,
+            state: JobState::Pending,
+            cancel_requested: false,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            started_ms: None,
+            finished_ms: None,
+            deliveries: 0,
+            attempts: 0,
+            last_error: None,
+            failure: None,
+            worker: None,
+            queue_tasks: Vec::new(),
+            stages,
+        }
+    }
+
+    /// Agent usage over all stages.
+    pub fn usage(&self) -> AgentUsage {
+        let mut total = AgentUsage::default();
+        for s in &self.stages {
+            total.add(&s.usage);
+        }
+        total
+    }
+
+    /// The stage running now, or the next one to run.
+    pub fn current_stage(&self) -> Option<&StageRecord> {
+        self.stages.iter().find(|s| s.state != StageState::Done)
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&StageRecord> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

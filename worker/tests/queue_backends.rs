@@ -1,0 +1,514 @@
+//! The queue end to end, through the real `harch-worker` binary, on both stores: enqueue and
+//! dedupe, run to completion, cancel, retry, transient vs permanent failure, graceful stop, and
+//! a worker killed with SIGKILL mid-stage whose job another worker completes exactly once.
+//!
+//! Redis tests need a server at 127.0.0.1:6379 (or $HARCH_TEST_REDIS_URL). When it is absent
+//! they fail with a message saying so, unless HARCH_SKIP_REDIS=1 asks to skip them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_harch-worker");
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Redis,
+}
+
+fn redis_url() -> String {
+    std::env::var("HARCH_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// True when a Redis server answers PING.
+fn redis_up(url: &str) -> bool {
+    let addr = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap_or("127.0.0.1:6379")
+        .to_string();
+    let Ok(addrs) = std::net::ToSocketAddrs::to_socket_addrs(&addr) else {
+        return false;
+    };
+    addrs.into_iter().any(|a| {
+        let Ok(mut s) = TcpStream::connect_timeout(&a, Duration::from_secs(1)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    })
+}
+
+/// One isolated queue: its own data dir and, on Redis, its own queue name.
+struct Env {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    backend: Backend,
+    url: String,
+    queue: String,
+    extra_env: Vec<(String, String)>,
+}
+
+impl Env {
+    /// None only when Redis is absent and HARCH_SKIP_REDIS=1.
+    fn new(backend: Backend) -> Option<Env> {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let url = match backend {
+            Backend::Sqlite => format!("sqlite://{}", dir.join("queue.sqlite").display()),
+            Backend::Redis => {
+                let url = redis_url();
+                if !redis_up(&url) {
+                    if std::env::var("HARCH_SKIP_REDIS").as_deref() == Ok("1") {
+                        eprintln!(
+                            "SKIPPED: Redis is not reachable at {url} and HARCH_SKIP_REDIS=1"
+                        );
+                        return None;
+                    }
+                    panic!(
+                        "Redis is not reachable at {url}: start redis-server (CI provides one), \
+                         or set HARCH_SKIP_REDIS=1 to skip the Redis queue tests explicitly"
+                    );
+                }
+                url
+            }
+        };
+        Some(Env {
+            _tmp: tmp,
+            dir,
+            backend,
+            url,
+            queue: format!("harch-test-{}", ulid::Ulid::generate()),
+            extra_env: Vec::new(),
+        })
+    }
+
+    fn with_env(mut self, k: &str, v: &str) -> Env {
+        self.extra_env.push((k.into(), v.into()));
+        self
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args).current_dir(&self.dir);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("HARCH_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("HARCH_QUEUE_URL", &self.url)
+            .env("HARCH_QUEUE_NAME", &self.queue)
+            .env("HARCH_DATA_DIR", self.data())
+            // Short leases so a killed worker's job moves on within seconds.
+            .env("HARCH_HEARTBEAT_MS", "1000")
+            .env("HARCH_MISSED_HEARTBEATS", "2")
+            .env("HARCH_RETRY_BACKOFF_INITIAL_MS", "50")
+            .env("HARCH_RETRY_BACKOFF_MAX_MS", "200")
+            .env("HARCH_CANCEL_POLL_MS", "50")
+            .env("RUST_LOG", "warn,harch_worker=info");
+        for (k, v) in &self.extra_env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "[{:?}] harch-worker {args:?} failed: {}\n{}",
+            self.backend,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn enqueue(&self, models: &[&str], stages: &str) -> Vec<String> {
+        let mut args = vec![
+            "enqueue",
+            "--kind",
+            "revalidate",
+            "--offline",
+            "--stages",
+            stages,
+        ];
+        args.extend_from_slice(models);
+        let out = self.run(&args);
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn status(&self, id: &str) -> Value {
+        serde_json::from_slice(&self.run(&["status", id, "--json"]).stdout).unwrap()
+    }
+
+    fn all(&self) -> Vec<Value> {
+        serde_json::from_slice::<Vec<Value>>(&self.run(&["status", "--json"]).stdout).unwrap()
+    }
+
+    fn drain(&self) {
+        self.run(&["run", "--once", "--concurrency", "2"]);
+    }
+
+    fn spawn_worker(&self) -> Child {
+        self.cmd(&["run", "--concurrency", "2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn job_dir(&self, id: &str) -> PathBuf {
+        self.data().join("jobs").join(id)
+    }
+
+    /// Polls the job record until `pred` holds.
+    fn wait_for(
+        &self,
+        id: &str,
+        what: &str,
+        limit: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let start = Instant::now();
+        loop {
+            let rec = self.status(id);
+            if pred(&rec) {
+                return rec;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "[{:?}] job {id}: waited {limit:?} for {what}; record: {rec:#}",
+                self.backend
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn state(rec: &Value) -> &str {
+    rec["state"].as_str().unwrap()
+}
+
+fn stage(rec: &Value, i: usize) -> &Value {
+    &rec["stages"][i]
+}
+
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(d: &Path, base: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap().filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+fn kill_term(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM failed");
+}
+
+// ---- scenarios -----------------------------------------------------------------------------
+
+fn enqueue_dedupes_and_validates(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let a = env.enqueue(&["org/a", "org/b"], "noop");
+    assert_eq!(a.len(), 2);
+    assert_ne!(a[0], a[1]);
+    let again = env.enqueue(&["org/a"], "noop");
+    assert_eq!(
+        again,
+        vec![a[0].clone()],
+        "same model and revision while pending: same job"
+    );
+    let other_rev = env.run(&[
+        "enqueue",
+        "--kind",
+        "revalidate",
+        "--stages",
+        "noop",
+        "--revision",
+        "v2",
+        "org/a",
+    ]);
+    let other_rev = String::from_utf8(other_rev.stdout).unwrap();
+    assert_ne!(other_rev.trim(), a[0], "another revision is another job");
+
+    // One bad id among good ones: nothing at all is queued, and the reason names the id.
+    for bad in [
+        "../etc/passwd",
+        "org/..",
+        "-org/x",
+        "org/x y",
+        "noslash",
+        "org/a/b",
+    ] {
+        let out = env
+            .cmd(&["enqueue", "--stages", "noop", "--", "org/fine", bad])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(bad), "error for {bad} does not name it: {err}");
+    }
+    let out = env
+        .cmd(&["enqueue", "--stages", "fecth", "org/c"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown stage `fecth`"));
+    assert_eq!(env.all().len(), 3, "rejected requests left records behind");
+}
+
+fn runs_jobs_to_completion(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let ids = env.enqueue(&["org/a", "org/b", "org/c"], "noop,sleep:100");
+    env.drain();
+    for id in &ids {
+        let rec = env.status(id);
+        assert_eq!(state(&rec), "succeeded", "{rec:#}");
+        assert_eq!(rec["deliveries"], 1);
+        for i in 0..2 {
+            assert_eq!(stage(&rec, i)["state"], "done");
+            assert_eq!(stage(&rec, i)["attempts"], 1);
+        }
+        assert_eq!(stage(&rec, 1)["artifacts"][0], "sleep-100/slept.txt");
+        assert!(env.job_dir(id).join("sleep-100/slept.txt").is_file());
+        assert!(!env.job_dir(id).join(".staging").exists());
+    }
+    // A finished job no longer blocks its model: enqueueing again makes a new job.
+    let again = env.enqueue(&["org/a"], "noop");
+    assert_ne!(again[0], ids[0]);
+    let human = String::from_utf8(env.run(&["status"]).stdout).unwrap();
+    assert!(
+        human.contains("succeeded") && human.contains("org/a@main"),
+        "{human}"
+    );
+    let logs = String::from_utf8(env.run(&["logs", &ids[0]]).stdout).unwrap();
+    assert!(logs.contains("stage sleep:100: done"), "{logs}");
+    assert!(logs.contains("job succeeded"), "{logs}");
+}
+
+fn transient_retries_permanent_fails_at_once(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let env = env.with_env("HARCH_RETRY_MAX_ATTEMPTS", "3");
+    let flaky = env.enqueue(&["org/flaky"], "flaky:2,noop")[0].clone();
+    let exhausted = env.enqueue(&["org/exhausted"], "flaky:9")[0].clone();
+    let permanent = env.enqueue(&["org/permanent"], "noop,fail")[0].clone();
+    env.drain();
+
+    let rec = env.status(&flaky);
+    assert_eq!(state(&rec), "succeeded", "{rec:#}");
+    assert_eq!(
+        stage(&rec, 0)["attempts"],
+        3,
+        "two transient failures, then success"
+    );
+    let logs = String::from_utf8(env.run(&["logs", &flaky]).stdout).unwrap();
+    assert_eq!(logs.matches("failed (transient)").count(), 2, "{logs}");
+
+    let rec = env.status(&exhausted);
+    assert_eq!(state(&rec), "failed");
+    assert_eq!(rec["failure"], "transient");
+    assert_eq!(stage(&rec, 0)["attempts"], 3);
+    assert!(
+        rec["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("gave up after 3 attempts")
+    );
+
+    let rec = env.status(&permanent);
+    assert_eq!(state(&rec), "failed");
+    assert_eq!(rec["failure"], "permanent");
+    assert_eq!(
+        stage(&rec, 1)["attempts"],
+        1,
+        "a permanent failure is not retried"
+    );
+    assert!(rec["last_error"].as_str().unwrap().contains("always fails"));
+}
+
+fn cancel_and_retry(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    // Pending: cancelled at once, never runs; retry queues it again and it completes.
+    let pending = env.enqueue(&["org/pending"], "noop")[0].clone();
+    env.run(&["cancel", &pending]);
+    assert_eq!(state(&env.status(&pending)), "cancelled");
+    let out = env.cmd(&["cancel", &pending]).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "cancelling a cancelled job must fail"
+    );
+
+    // Failed permanently after a completed stage: retry resumes after that stage.
+    let failing = env.enqueue(&["org/failing"], "sleep:50,fail")[0].clone();
+    env.drain();
+    assert_eq!(state(&env.status(&pending)), "cancelled");
+    assert_eq!(stage(&env.status(&pending), 0)["attempts"], 0);
+    assert_eq!(state(&env.status(&failing)), "failed");
+
+    env.run(&["retry", &pending]);
+    env.run(&["retry", &failing]);
+    let out = env.cmd(&["retry", &failing]).output().unwrap();
+    assert!(!out.status.success(), "retrying a pending job must fail");
+    env.drain();
+    let rec = env.status(&pending);
+    assert_eq!(state(&rec), "succeeded", "{rec:#}");
+    let rec = env.status(&failing);
+    assert_eq!(state(&rec), "failed");
+    assert_eq!(rec["deliveries"], 2);
+    assert_eq!(
+        stage(&rec, 0)["attempts"],
+        1,
+        "the completed stage did not run again"
+    );
+    assert_eq!(
+        stage(&rec, 1)["attempts"],
+        1,
+        "retry gives the failed stage a fresh budget"
+    );
+
+    // Running: the stage is stopped within the cancel poll, the job ends cancelled.
+    let running = env.enqueue(&["org/running"], "sleep:30000")[0].clone();
+    let mut worker = env.spawn_worker();
+    env.wait_for(
+        &running,
+        "the stage to start",
+        Duration::from_secs(20),
+        |r| stage(r, 0)["state"] == "running",
+    );
+    let t = Instant::now();
+    env.run(&["cancel", &running]);
+    let rec = env.wait_for(&running, "cancel", Duration::from_secs(10), |r| {
+        state(r) == "cancelled"
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "cancel took {:?}",
+        t.elapsed()
+    );
+    assert_ne!(stage(&rec, 0)["state"], "done");
+    kill_term(&worker);
+    assert!(worker.wait().unwrap().success());
+}
+
+fn sigkill_mid_stage_resumes_exactly_once(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let id = env.enqueue(&["org/crash"], "sleep:200,sleep:2500,noop")[0].clone();
+    let mut first = env.spawn_worker();
+    env.wait_for(&id, "stage 2 to start", Duration::from_secs(20), |r| {
+        stage(r, 1)["state"] == "running"
+    });
+    first.kill().unwrap(); // SIGKILL: no chance to checkpoint
+    first.wait().unwrap();
+    assert_eq!(
+        state(&env.status(&id)),
+        "running",
+        "the dead worker still holds the job"
+    );
+
+    // A new worker picks the job up once the dead one's lease runs out (2 s here).
+    let t = Instant::now();
+    env.run(&["run", "--once"]);
+    let rec = env.status(&id);
+    assert_eq!(state(&rec), "succeeded", "{rec:#}");
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "resume took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(rec["deliveries"], 2);
+    assert_eq!(stage(&rec, 0)["attempts"], 1, "completed stage ran again");
+    assert_eq!(stage(&rec, 1)["attempts"], 2, "interrupted stage resumes");
+    assert_eq!(stage(&rec, 2)["attempts"], 1);
+    let files: Vec<String> = files_under(&env.job_dir(&id))
+        .into_iter()
+        .filter(|f| !f.ends_with(".lock"))
+        .collect();
+    assert_eq!(
+        files,
+        vec![
+            "job.json",
+            "job.log",
+            "sleep-200/slept.txt",
+            "sleep-2500/slept.txt"
+        ],
+        "artifacts duplicated or staging left behind"
+    );
+    let second = std::fs::read_to_string(env.job_dir(&id).join("sleep-2500/slept.txt")).unwrap();
+    assert!(second.contains("attempt 2"), "{second}");
+    let logs = String::from_utf8(env.run(&["logs", &id]).stdout).unwrap();
+    assert_eq!(logs.matches("stage sleep:200: done").count(), 1, "{logs}");
+    assert_eq!(logs.matches("job succeeded").count(), 1, "{logs}");
+}
+
+fn sigterm_checkpoints_between_stages(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let id = env.enqueue(&["org/graceful"], "sleep:1000,noop")[0].clone();
+    let mut worker = env.spawn_worker();
+    env.wait_for(&id, "stage 1 to start", Duration::from_secs(20), |r| {
+        stage(r, 0)["state"] == "running"
+    });
+    kill_term(&worker);
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "worker exited with {status}");
+    let rec = env.status(&id);
+    assert_eq!(
+        stage(&rec, 0)["state"],
+        "done",
+        "the running stage was let finish: {rec:#}"
+    );
+    assert_eq!(state(&rec), "pending", "the job was checkpointed");
+    env.run(&["run", "--once"]);
+    let rec = env.status(&id);
+    assert_eq!(state(&rec), "succeeded", "{rec:#}");
+    assert_eq!(stage(&rec, 0)["attempts"], 1);
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(super::Backend::Sqlite) })*
+        }
+        mod redis {
+            $(#[test] fn $name() { super::$name(super::Backend::Redis) })*
+        }
+    };
+}
+
+on_both_backends!(
+    enqueue_dedupes_and_validates,
+    runs_jobs_to_completion,
+    transient_retries_permanent_fails_at_once,
+    cancel_and_retry,
+    sigkill_mid_stage_resumes_exactly_once,
+    sigterm_checkpoints_between_stages,
+);
