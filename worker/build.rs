@@ -25,6 +25,7 @@ fn main() {
         writeln!(out, "    ({id:?}, include_bytes!({path:?})),").unwrap();
     }
     out.push_str("];\n");
-    let dest = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("snapshots.rs");
+    let dest =
+        Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("snapshots.rs");
     std::fs::write(dest, out).expect("writing snapshots.rs");
 }

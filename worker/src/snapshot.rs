@@ -121,7 +121,10 @@ pub fn to_truth(snap: &Snapshot) -> anyhow::Result<Truth> {
     if let Some(declared) = snap.total_size
         && declared != snap.total_bytes
     {
-        bail!("index total_size {declared} differs from the tensors' {} bytes", snap.total_bytes);
+        bail!(
+            "index total_size {declared} differs from the tensors' {} bytes",
+            snap.total_bytes
+        );
     }
     Ok(Truth {
         config: snap.config.clone(),

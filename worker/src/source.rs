@@ -170,7 +170,11 @@ mod tests {
         assert!(needs_remote_code(&config));
         assert_eq!(
             auto_map_files(&config),
-            ["configuration_deepseek.py", "modeling_deepseek.py", "tokenization_x.py"]
+            [
+                "configuration_deepseek.py",
+                "modeling_deepseek.py",
+                "tokenization_x.py"
+            ]
         );
     }
 
@@ -180,7 +184,10 @@ mod tests {
             model_type_dir(&serde_json::json!({"model_type": "xlm-roberta"})).as_deref(),
             Some("xlm_roberta")
         );
-        assert_eq!(model_type_dir(&serde_json::json!({"model_type": "../etc"})), None);
+        assert_eq!(
+            model_type_dir(&serde_json::json!({"model_type": "../etc"})),
+            None
+        );
     }
 
     #[test]

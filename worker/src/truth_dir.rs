@@ -75,7 +75,8 @@ pub fn load_truth_dir(path: &Path) -> anyhow::Result<Truth> {
     let meta = read_meta(path)?;
     let config_path = path.join(CONFIG);
     let config: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&config_path).with_context(|| format!("reading {}", config_path.display()))?,
+        &std::fs::read(&config_path)
+            .with_context(|| format!("reading {}", config_path.display()))?,
     )
     .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
     let inventory = load_inventory(path, meta.as_ref())?;
@@ -92,9 +93,11 @@ pub fn load_truth_dir(path: &Path) -> anyhow::Result<Truth> {
 pub fn read_meta(path: &Path) -> anyhow::Result<Option<TruthMeta>> {
     let p = path.join(TRUTH_JSON);
     match std::fs::read(&p) {
-        Ok(bytes) => Ok(Some(
-            serde_json::from_slice(&bytes).with_context(|| format!("{} is malformed", p.display()))?,
-        )),
+        Ok(bytes) => {
+            Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+                format!("{} is malformed", p.display())
+            })?))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
     }
@@ -274,13 +277,18 @@ pub fn write_dir_atomically(out: &Path, files: &DirFiles) -> anyhow::Result<()> 
         let old = parent.join(format!(
             ".truth-old-{}-{}",
             std::process::id(),
-            out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            out.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
         ));
-        std::fs::rename(out, &old).with_context(|| format!("moving old {} aside", out.display()))?;
-        std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+        std::fs::rename(out, &old)
+            .with_context(|| format!("moving old {} aside", out.display()))?;
+        std::fs::rename(&staged, out)
+            .with_context(|| format!("renaming into {}", out.display()))?;
         std::fs::remove_dir_all(&old).ok();
     } else {
-        std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+        std::fs::rename(&staged, out)
+            .with_context(|| format!("renaming into {}", out.display()))?;
     }
     Ok(())
 }

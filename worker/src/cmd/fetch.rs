@@ -38,9 +38,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(".harch/truth").join(args.model_id.replace('/', "__"))
-    });
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(".harch/truth").join(args.model_id.replace('/', "__")));
     let mut opts = FetchOptions::from_env(&args.model_id, out);
     opts.revision = args.revision;
     opts.offline |= args.offline;

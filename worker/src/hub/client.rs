@@ -143,11 +143,15 @@ impl Hub {
         loop {
             attempt += 1;
             let outcome = {
-                let _slot = self.slots.acquire().await.map_err(|_| FetchError::Network {
-                    url: url.to_string(),
-                    message: "client shut down".into(),
-                    attempts: attempt,
-                })?;
+                let _slot = self
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_| FetchError::Network {
+                        url: url.to_string(),
+                        message: "client shut down".into(),
+                        attempts: attempt,
+                    })?;
                 self.once(url, target, range, limit).await
             };
             let wait = match outcome {
@@ -280,7 +284,13 @@ impl Hub {
         })
     }
 
-    fn classify(&self, status: u16, code: Option<&str>, target: &Target<'_>, url: &str) -> FetchError {
+    fn classify(
+        &self,
+        status: u16,
+        code: Option<&str>,
+        target: &Target<'_>,
+        url: &str,
+    ) -> FetchError {
         let repo = self.repo.clone();
         let gated = FetchError::Gated {
             repo: repo.clone(),
@@ -295,7 +305,10 @@ impl Hub {
                 };
             }
             (Some("GatedRepo"), _) => return gated,
-            (Some("RevisionNotFound"), Target::Revision { revision } | Target::File { revision, .. }) => {
+            (
+                Some("RevisionNotFound"),
+                Target::Revision { revision } | Target::File { revision, .. },
+            ) => {
                 return FetchError::RevisionNotFound {
                     repo,
                     revision: revision.to_string(),
@@ -408,7 +421,10 @@ fn parse_content_range(v: &str) -> Option<(u64, u64, Option<u64>)> {
 }
 
 fn clean_etag(raw: &str) -> String {
-    raw.trim().trim_start_matches("W/").trim_matches('"').to_string()
+    raw.trim()
+        .trim_start_matches("W/")
+        .trim_matches('"')
+        .to_string()
 }
 
 /// Percent-encodes one URL path segment (branch names may hold `/`).
@@ -430,7 +446,10 @@ mod tests {
 
     #[test]
     fn content_range_forms() {
-        assert_eq!(parse_content_range("bytes 0-99/5000"), Some((0, 99, Some(5000))));
+        assert_eq!(
+            parse_content_range("bytes 0-99/5000"),
+            Some((0, 99, Some(5000)))
+        );
         assert_eq!(parse_content_range("bytes 10-19/*"), Some((10, 19, None)));
         assert_eq!(parse_content_range("bytes 9-1/5"), None);
         assert_eq!(parse_content_range("items 0-1/2"), None);

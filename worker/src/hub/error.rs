@@ -24,7 +24,9 @@ pub enum FetchError {
         file: String,
         revision: String,
     },
-    #[error("`{repo}` has no safetensors weights (neither model.safetensors nor model.safetensors.index.json)")]
+    #[error(
+        "`{repo}` has no safetensors weights (neither model.safetensors nor model.safetensors.index.json)"
+    )]
     NoSafetensors { repo: String },
     #[error("{file} in `{repo}` is malformed: {message}")]
     Invalid {

@@ -65,11 +65,13 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         None
     };
     let index: Option<Index> = match &index_file {
-        Some(f) => Some(index::parse_index(&f.body).map_err(|e| FetchError::Invalid {
-            repo: opts.model_id.clone(),
-            file: truth_dir::INDEX.into(),
-            message: e.to_string(),
-        })?),
+        Some(f) => Some(
+            index::parse_index(&f.body).map_err(|e| FetchError::Invalid {
+                repo: opts.model_id.clone(),
+                file: truth_dir::INDEX.into(),
+                message: e.to_string(),
+            })?,
+        ),
         None => None,
     };
     if index.is_none() && !has(truth_dir::SINGLE_FILE) {
@@ -78,6 +80,13 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         });
     }
 
+    if index.as_ref().is_some_and(|i| i.weight_map.is_empty()) {
+        return Err(FetchError::Invalid {
+            repo: opts.model_id.clone(),
+            file: truth_dir::INDEX.into(),
+            message: "weight_map lists no tensors".into(),
+        });
+    }
     let plan: Vec<(String, u64)> = match &index {
         Some(idx) => {
             let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -136,16 +145,20 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         .iter()
         .map(|s| (s.file.clone(), s.header.clone()))
         .collect();
-    let inventory =
-        index::assemble(index.as_ref(), &parsed).map_err(|e| FetchError::Invalid {
-            repo: opts.model_id.clone(),
-            file: truth_dir::INDEX.into(),
-            message: format!("index and shard headers disagree: {e}"),
-        })?;
+    let inventory = index::assemble(index.as_ref(), &parsed).map_err(|e| FetchError::Invalid {
+        repo: opts.model_id.clone(),
+        file: truth_dir::INDEX.into(),
+        message: format!("index and shard headers disagree: {e}"),
+    })?;
 
     let mut entries: Vec<Entry> = Vec::new();
     let mut records: Vec<FileRecord> = Vec::new();
-    let mut push = |rel: PathBuf, repo_path: &str, etag: Option<String>, size: Option<u64>, body: Vec<u8>, header_only: bool| {
+    let mut push = |rel: PathBuf,
+                    repo_path: &str,
+                    etag: Option<String>,
+                    size: Option<u64>,
+                    body: Vec<u8>,
+                    header_only: bool| {
         records.push(FileRecord {
             path: repo_path.to_string(),
             etag: etag.clone(),
@@ -157,15 +170,40 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
             body,
         });
     };
-    push(truth_dir::CONFIG.into(), truth_dir::CONFIG, config.etag, config.size, config.body, false);
+    push(
+        truth_dir::CONFIG.into(),
+        truth_dir::CONFIG,
+        config.etag,
+        config.size,
+        config.body,
+        false,
+    );
     if let Some(g) = generation {
-        push(truth_dir::GENERATION_CONFIG.into(), truth_dir::GENERATION_CONFIG, g.etag, g.size, g.body, false);
+        push(
+            truth_dir::GENERATION_CONFIG.into(),
+            truth_dir::GENERATION_CONFIG,
+            g.etag,
+            g.size,
+            g.body,
+            false,
+        );
     }
     if let Some(i) = index_file {
-        push(truth_dir::INDEX.into(), truth_dir::INDEX, i.etag, i.size, i.body, false);
+        push(
+            truth_dir::INDEX.into(),
+            truth_dir::INDEX,
+            i.etag,
+            i.size,
+            i.body,
+            false,
+        );
     }
     for s in shard_headers {
-        let rel = Path::new(truth_dir::SHARDS_DIR).join(format!("{}{}", s.file, truth_dir::HEADER_SUFFIX));
+        let rel = Path::new(truth_dir::SHARDS_DIR).join(format!(
+            "{}{}",
+            s.file,
+            truth_dir::HEADER_SUFFIX
+        ));
         push(rel, &s.file, s.etag, s.file_len, s.json, true);
     }
     let source_origin = if code.is_empty() {
@@ -189,7 +227,14 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or(file.clone());
-            push(Path::new(truth_dir::SOURCE_DIR).join(name), &file, None, None, body, false);
+            push(
+                Path::new(truth_dir::SOURCE_DIR).join(name),
+                &file,
+                None,
+                None,
+                body,
+                false,
+            );
         }
         Some("repo".to_string())
     };
@@ -240,7 +285,15 @@ struct Fetched {
 async fn fetch_file(hub: &Hub, sha: &str, path: &str) -> Result<Fetched, FetchError> {
     let url = hub.file_url(sha, path);
     let r = hub
-        .get(&url, &Target::File { path, revision: sha }, None, None)
+        .get(
+            &url,
+            &Target::File {
+                path,
+                revision: sha,
+            },
+            None,
+            None,
+        )
         .await?;
     Ok(Fetched {
         size: Some(r.body.len() as u64),
@@ -258,15 +311,21 @@ async fn fetch_optional(hub: &Hub, sha: &str, path: &str) -> Result<Option<Fetch
     }
 }
 
-async fn resolve_revision(hub: &Hub, revision: &str) -> Result<(String, Option<BTreeSet<String>>), FetchError> {
+async fn resolve_revision(
+    hub: &Hub,
+    revision: &str,
+) -> Result<(String, Option<BTreeSet<String>>), FetchError> {
     let url = hub.revision_url(revision);
-    let r = hub.get(&url, &Target::Revision { revision }, None, None).await?;
+    let r = hub
+        .get(&url, &Target::Revision { revision }, None, None)
+        .await?;
     let invalid = |message: String| FetchError::Invalid {
         repo: hub.repo.clone(),
         file: format!("API answer for revision `{revision}`"),
         message,
     };
-    let v: serde_json::Value = serde_json::from_slice(&r.body).map_err(|e| invalid(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&r.body).map_err(|e| invalid(e.to_string()))?;
     let sha = v
         .get("sha")
         .and_then(|s| s.as_str())
@@ -294,12 +353,18 @@ fn from_cache(
     meta.requested_revision = Some(opts.revision.clone());
     if meta.source_origin.as_deref() != Some("repo")
         && let Ok(config) = serde_json::from_slice::<serde_json::Value>(
-            files.get(Path::new(truth_dir::CONFIG)).map(Vec::as_slice).unwrap_or(b"{}"),
+            files
+                .get(Path::new(truth_dir::CONFIG))
+                .map(Vec::as_slice)
+                .unwrap_or(b"{}"),
         )
         && let Some(set) = source::resolve_native(&config)
     {
         for (name, text) in set.files {
-            files.insert(Path::new(truth_dir::SOURCE_DIR).join(name), text.into_bytes());
+            files.insert(
+                Path::new(truth_dir::SOURCE_DIR).join(name),
+                text.into_bytes(),
+            );
         }
         meta.source_origin = Some(set.origin);
     }
@@ -343,7 +408,12 @@ fn from_snapshot(opts: &FetchOptions, started: Instant) -> Result<FetchReport, F
         truth_dir::INVENTORY.to_string(),
         truth_dir::TRUTH_JSON.to_string(),
     ];
-    files.extend(truth.sources.keys().map(|n| format!("{}/{n}", truth_dir::SOURCE_DIR)));
+    files.extend(
+        truth
+            .sources
+            .keys()
+            .map(|n| format!("{}/{n}", truth_dir::SOURCE_DIR)),
+    );
     Ok(FetchReport {
         model_id: opts.model_id.clone(),
         requested_revision: opts.revision.clone(),
@@ -376,7 +446,10 @@ fn report(
         revision: meta.revision.clone(),
         out: opts.out.clone(),
         origin: origin.into(),
-        files: files.keys().map(|p| p.to_string_lossy().into_owned()).collect(),
+        files: files
+            .keys()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
         shards: files
             .keys()
             .filter(|p| p.starts_with(truth_dir::SHARDS_DIR))
@@ -427,7 +500,9 @@ fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
 }
 
 pub fn is_sha(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// Hub ids are `name` or `org/name` of `[A-Za-z0-9._-]`, no `..`, no leading `-` or `.`.

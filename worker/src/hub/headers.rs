@@ -32,11 +32,21 @@ pub struct ShardHeader {
     pub file_len: Option<u64>,
 }
 
-pub async fn fetch_header(hub: &Hub, sha: &str, file: &str, guess: u64) -> Result<ShardHeader, FetchError> {
+pub async fn fetch_header(
+    hub: &Hub,
+    sha: &str,
+    file: &str,
+    guess: u64,
+) -> Result<ShardHeader, FetchError> {
     let url = hub.file_url(sha, file);
-    let target = Target::File { path: file, revision: sha };
+    let target = Target::File {
+        path: file,
+        revision: sha,
+    };
     let guess = guess.max(header::LEN_PREFIX);
-    let first = hub.get(&url, &target, Some((0, guess - 1)), Some(guess)).await?;
+    let first = hub
+        .get(&url, &target, Some((0, guess - 1)), Some(guess))
+        .await?;
     let invalid = |e: HeaderError| FetchError::Invalid {
         repo: hub.repo.clone(),
         file: file.to_string(),

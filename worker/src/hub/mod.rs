@@ -61,8 +61,9 @@ impl FetchOptions {
             out,
             endpoint: env("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
             token: env("HF_TOKEN"),
-            offline: env("HF_HUB_OFFLINE")
-                .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")),
+            offline: env("HF_HUB_OFFLINE").is_some_and(|v| {
+                matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+            }),
             cache_dir: Cache::default_root(),
             concurrency: 32,
             timeout: Duration::from_secs(30),
