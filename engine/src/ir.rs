@@ -194,6 +194,7 @@ pub struct ModelIr {
     pub schemes: BTreeMap<String, QuantSchemeDef>,
     pub dim_table: IndexMap<String, DimDef>,
     pub model_card: Option<crate::schema::ModelCard>,
+    pub unused_config: IndexMap<String, String>,
     pub drafts: Vec<String>,
 }
 

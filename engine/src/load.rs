@@ -25,6 +25,17 @@ pub struct ConfigKeys {
     /// Per-layer lists whose distinct values must land in distinct blocks.
     #[serde(default)]
     pub per_layer: Vec<String>,
+    /// Rules that split layers by config: layers where `rule` (an expression over `i` and
+    /// `config`) differs must be built from different blocks.
+    #[serde(default)]
+    pub layer_rules: Vec<LayerRule>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerRule {
+    pub key: String,
+    pub rule: String,
 }
 
 #[derive(Clone, Debug)]
@@ -127,8 +138,25 @@ impl Repo {
         repo
     }
 
+    /// A component's definition and whether it is a draft.
+    pub fn component_def(&self, name: &str) -> Option<(&ComponentDef, bool)> {
+        self.components.get(name).map(|c| (&c.def, c.draft))
+    }
+
+    pub fn component_names(&self) -> Vec<&str> {
+        self.components.keys().map(String::as_str).collect()
+    }
+
     pub fn model_names(&self) -> Vec<&str> {
         self.models.keys().map(String::as_str).collect()
+    }
+
+    /// The `architectures` a model spec (by name or file) declares, if it parsed.
+    pub fn model_architectures(&self, name_or_file: &str) -> Option<&[String]> {
+        self.models
+            .get(name_or_file)
+            .or_else(|| self.models.values().find(|(_, f)| f == name_or_file || f.ends_with(name_or_file)))
+            .map(|(d, _)| d.architectures.as_slice())
     }
 
     pub fn model_file(&self, name: &str) -> Option<&str> {
@@ -1155,6 +1183,7 @@ impl Loader<'_> {
             schemes: self.repo.schemes.clone(),
             dim_table: self.repo.dims.clone(),
             model_card: def.model_card.clone(),
+            unused_config: def.unused_config.clone(),
             drafts: def.drafts.clone(),
         }
     }

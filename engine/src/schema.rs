@@ -251,6 +251,10 @@ pub struct ModelDef {
     pub graph: IndexMap<String, Spanned<NodeDef>>,
     pub outputs: Vec<String>,
     pub model_card: Option<ModelCard>,
+    /// Structural config keys this architecture does not use, each with the reason (the schedule
+    /// guard otherwise reports them as bound to nothing).
+    #[serde(default)]
+    pub unused_config: IndexMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -23,6 +23,8 @@ enum Command {
     Ops(cmd::ops::Args),
     /// Print the evaluated summary of a spec.
     Show(cmd::show::Args),
+    /// Check a spec against ground truth with every guard (exit 0 valid, 1 invalid, 2 usage).
+    Validate(cmd::validate::Args),
     /// Print a quantity's formula and value.
     Explain(cmd::explain::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ops(a) => cmd::ops::run(a),
         Command::Show(a) => cmd::show::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),

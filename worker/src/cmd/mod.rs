@@ -11,3 +11,4 @@ pub mod retry;
 pub mod revalidate;
 pub mod run;
 pub mod status;
+pub mod validate;

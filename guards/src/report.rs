@@ -1,0 +1,54 @@
+//! The result of `validate()`: coded, located diagnostics and a byte summary.
+
+use harch_engine::diag::Location;
+use harch_engine::SpecError;
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Diagnostic {
+    /// Stable code, documented in docs/guards.md.
+    pub code: &'static str,
+    /// The guard that raised it (`load` for a spec that cannot be read).
+    pub guard: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+    pub location: Location,
+}
+
+impl Diagnostic {
+    pub fn new(guard: &'static str, code: &'static str, message: impl Into<String>, location: Location) -> Diagnostic {
+        Diagnostic { code, guard, message: message.into(), hint: None, location }
+    }
+    pub fn hint(mut self, h: impl Into<String>) -> Diagnostic {
+        self.hint = Some(h.into());
+        self
+    }
+    pub fn from_spec_error(guard: &'static str, e: &SpecError) -> Diagnostic {
+        Diagnostic { code: e.code, guard, message: e.message.clone(), hint: e.hint.clone(), location: e.location.clone() }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    pub checkpoint_bytes: i128,
+    pub spec_bytes: i128,
+    pub byte_diff: i128,
+    pub checkpoint_tensors: usize,
+    pub matched_tensors: usize,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub valid: bool,
+    /// Guards that ran, in order.
+    pub guards: Vec<&'static str>,
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+    pub summary: Summary,
+}
+
+impl Report {
+    pub fn finish(mut self) -> Report {
+        self.valid = self.errors.is_empty();
+        self
+    }
+}

@@ -1,0 +1,119 @@
+//! The source guard: every stream's `src:` anchor occurs in this model's forward source, and
+//! every stream has a producer and a reader.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use harch_engine::Analysis;
+use harch_engine::diag::Location;
+use harch_engine::ir::{ModelIr, NodeKind};
+
+use crate::report::Diagnostic;
+
+pub mod code {
+    pub const ANCHOR_NOT_FOUND: &str = "O001";
+    pub const NO_PRODUCER_OR_READER: &str = "O002";
+    pub const NO_SOURCE: &str = "O003";
+    pub const NO_ANCHOR: &str = "O004";
+}
+
+fn normalize(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The text an anchor promises: every backtick span, or the whole string when there is none.
+pub fn anchor_snippets(src: &str) -> Vec<String> {
+    let parts: Vec<&str> = src.split('`').collect();
+    let spans: Vec<String> = parts.iter().enumerate().filter(|(k, _)| k % 2 == 1).map(|(_, s)| s.to_string()).filter(|s| !s.trim().is_empty()).collect();
+    if spans.is_empty() { vec![src.to_string()] } else { spans }
+}
+
+/// Streams that components of a stack's blocks write (`stream_out`) and read (`reads`).
+fn stream_uses(ir: &ModelIr, blocks: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut written = BTreeSet::new();
+    let mut read = BTreeSet::new();
+    let mut todo: Vec<String> = Vec::new();
+    for b in blocks {
+        if let Some(block) = ir.blocks.get(b) {
+            todo.push(block.template.clone());
+            todo.extend(block.fills.values().map(|f| f.name.clone()));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        if let Some(block) = ir.blocks.get(&name) {
+            todo.push(block.template.clone());
+            todo.extend(block.fills.values().map(|f| f.name.clone()));
+            continue;
+        }
+        let Some(c) = ir.component(&name) else { continue };
+        for n in &c.nodes {
+            written.extend(n.stream_out.keys().cloned());
+            read.extend(n.reads.iter().cloned());
+            if let NodeKind::Component { name, .. } = &n.kind {
+                todo.push(name.clone());
+            }
+        }
+    }
+    (written, read)
+}
+
+pub fn check(ir: &ModelIr, a: &Analysis, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let named: Vec<(&String, &String)> = sources.iter().filter(|(f, _)| ir.sources.contains(f)).collect();
+    let texts: Vec<(&String, &String)> = if named.is_empty() { sources.iter().collect() } else { named };
+    let normalized: Vec<(&String, String)> = texts.iter().map(|(f, t)| (*f, normalize(t))).collect();
+    let file_loc = Location::in_file(&ir.file);
+    if normalized.is_empty() {
+        out.push(
+            Diagnostic::new("source", code::NO_SOURCE, format!("no forward source is staged for this model (the spec names {})", if ir.sources.is_empty() { "none".to_string() } else { ir.sources.join(", ") }), file_loc.clone())
+                .hint("stage modeling_*.py under the truth directory's source/ (`harch-worker fetch`), or run scripts/fetch-transformers-src for native architectures"),
+        );
+    }
+    for node in &ir.graph {
+        let NodeKind::Stack(st) = &node.kind else { continue };
+        let blocks: Vec<String> = st.schedule.iter().map(|s| s.block.clone()).collect();
+        let (written, read) = stream_uses(ir, &blocks);
+        for s in &st.streams {
+            let loc = node.loc.clone();
+            match &s.src {
+                None => out.push(Diagnostic::new("source", code::NO_ANCHOR, format!("stream `{}` of stack `{}` has no `src:` anchor", s.name, node.id), loc.clone()).hint("src: \"one line on where it comes from, with a `snippet copied from forward()` in backticks\"")),
+                Some(src) if !normalized.is_empty() => {
+                    for snip in anchor_snippets(src) {
+                        let want = normalize(&snip);
+                        if !normalized.iter().any(|(_, t)| t.contains(&want)) {
+                            let files: Vec<&str> = normalized.iter().map(|(f, _)| f.as_str()).collect();
+                            out.push(
+                                Diagnostic::new("source", code::ANCHOR_NOT_FOUND, format!("stream `{}`: anchor `{snip}` is not in the forward source ({})", s.name, files.join(", ")), loc.clone())
+                                    .hint("quote, in backticks, a snippet copied verbatim from the forward source where this value is produced or consumed"),
+                            );
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+            if s.carries {
+                let row = a.streams.iter().find(|r| r.stack == node.id && r.name == s.name);
+                if row.is_some_and(|r| r.producers.is_empty()) && a.groups.iter().any(|g| g.stack == node.id) {
+                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("carried stream `{}` of stack `{}` has no producer", s.name, node.id), loc.clone()));
+                }
+            } else {
+                if !written.contains(&s.name) {
+                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no producer: no component writes it with `stream_out`", s.name, node.id), loc.clone()).hint(format!("a node publishes it with `stream_out: {{ {}: <node> }}`", s.name)));
+                }
+                if !read.contains(&s.name) {
+                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no reader: no component lists it in `reads`", s.name, node.id), loc.clone()).hint(format!("a consuming node declares `reads: [{}]`", s.name)));
+                }
+            }
+        }
+        let declared: BTreeSet<String> = st.streams.iter().map(|s| s.name.clone()).collect();
+        for w in written.iter().chain(read.iter()) {
+            if !declared.contains(w) {
+                out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{w}` is written or read inside stack `{}` but the stack does not declare it", node.id), node.loc.clone()).hint(format!("declare it under the stack's `streams:` with a `src:` anchor")));
+            }
+        }
+    }
+    out
+}

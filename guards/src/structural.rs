@@ -1,0 +1,128 @@
+//! The structural guard: rotary settings, attention masks and sliding windows agree with config.
+
+use harch_engine::Analysis;
+use harch_engine::analysis::NodeRow;
+use harch_engine::ir::{Growth, ModelIr};
+
+use crate::report::Diagnostic;
+
+pub mod code {
+    pub const ROPE_TYPE: &str = "R001";
+    pub const ROTARY_DIM: &str = "R002";
+    pub const MASK: &str = "R003";
+    pub const WINDOW: &str = "R004";
+    pub const UNCAPPED_CACHE: &str = "R005";
+}
+
+/// The rope type config declares, in any of its spellings; `default` when there is no scaling.
+pub fn config_rope_type(config: &serde_json::Value) -> String {
+    for (outer, inner) in [("rope_scaling", "rope_type"), ("rope_scaling", "type"), ("rope_parameters", "rope_type"), ("rope_parameters", "type")] {
+        if let Some(s) = config.get(outer).and_then(|o| o.get(inner)).and_then(|v| v.as_str()) {
+            return s.to_string();
+        }
+    }
+    "default".into()
+}
+
+fn sliding_window(config: &serde_json::Value) -> Option<i128> {
+    if config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(false) {
+        return None;
+    }
+    config.get("sliding_window").and_then(|v| v.as_i64()).map(|w| w as i128)
+}
+
+/// Whether config makes layer `i` a sliding-window layer.
+fn layer_is_sliding(config: &serde_json::Value, i: i128) -> bool {
+    if sliding_window(config).is_none() {
+        return false;
+    }
+    match config.get("layer_types").and_then(|v| v.as_array()) {
+        Some(list) => list.get(i as usize).and_then(|v| v.as_str()).is_some_and(|s| s.contains("sliding")),
+        None => true,
+    }
+}
+
+fn in_group<'a>(a: &'a Analysis, stack: &str, block: &str) -> impl Iterator<Item = &'a NodeRow> {
+    let prefix = format!("{stack}[{block}].");
+    a.nodes.iter().filter(move |n| n.id.starts_with(&prefix))
+}
+
+pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let want_rope = config_rope_type(config);
+    let partial = config.get("partial_rotary_factor").and_then(|v| v.as_f64());
+    let bidirectional = config.get("is_causal").and_then(|v| v.as_bool()) == Some(false)
+        || config.get("use_bidirectional_attention").and_then(|v| v.as_bool()) == Some(true);
+    let want_mask = if bidirectional { "bidirectional" } else { "causal" };
+    let mut seen = std::collections::BTreeSet::new();
+    for n in &a.nodes {
+        match n.op.as_str() {
+            "rope" => {
+                let got = n.args.get("scaling").map(|v| v.text.as_str()).unwrap_or("default");
+                let got = if got == "none" { "default" } else { got };
+                if got != want_rope && seen.insert((code::ROPE_TYPE, n.component.clone())) {
+                    out.push(
+                        Diagnostic::new("structural", code::ROPE_TYPE, format!("rope `{}` uses scaling `{got}` but config declares `{want_rope}`", n.id), n.loc.clone())
+                            .hint("bind the rope type from config, e.g. attrs: `rope_type: \"config.rope_scaling.rope_type ?? config.rope_scaling.type ?? 'default'\"`"),
+                    );
+                }
+                let dim = n.args.get("dim").and_then(|v| v.int);
+                let rot = n.args.get("rotary_dim").and_then(|v| v.int).or(dim);
+                if let (Some(dim), Some(rot)) = (dim, rot) {
+                    let want = match partial {
+                        Some(f) => (dim as f64 * f).round() as i128,
+                        None => dim,
+                    };
+                    if rot != want && seen.insert((code::ROTARY_DIM, n.component.clone())) {
+                        out.push(
+                            Diagnostic::new("structural", code::ROTARY_DIM, format!("rope `{}` rotates {rot} of {dim} channels but config implies {want}{}", n.id, partial.map(|f| format!(" (partial_rotary_factor {f})")).unwrap_or_default()), n.loc.clone())
+                                .hint("rotary_dim is `head_dim * partial_rotary_factor` when config has one, else the whole head"),
+                        );
+                    }
+                }
+            }
+            "attention_score" => {
+                let got = n.args.get("mask").map(|v| v.text.as_str()).unwrap_or("causal");
+                if got != want_mask && seen.insert((code::MASK, n.component.clone())) {
+                    out.push(Diagnostic::new("structural", code::MASK, format!("attention `{}` uses a {got} mask but config implies {want_mask}", n.id), n.loc.clone()).hint("mask: causal for decoder LMs; bidirectional only when config says so"));
+                }
+            }
+            _ => {}
+        }
+    }
+    let window = sliding_window(config);
+    for g in a.groups.iter().filter(|g| g.top_role.as_deref() != Some("mtp")) {
+        let Some(&first) = g.layers.first() else { continue };
+        let sliding = layer_is_sliding(config, first);
+        let attn: Vec<&NodeRow> = in_group(a, &g.stack, &g.block).filter(|n| n.op == "attention_score").collect();
+        if attn.is_empty() {
+            continue;
+        }
+        let layers = harch_engine::analysis::ranges(&g.layers);
+        let want = if sliding { window } else { None };
+        for n in &attn {
+            let got = n.window.as_ref().map(|w| w.v).filter(|w| *w > 0);
+            if got != want {
+                let say = |w: Option<i128>| w.map(|w| format!("a window of {w}")).unwrap_or_else(|| "full attention".into());
+                out.push(
+                    Diagnostic::new("structural", code::WINDOW, format!("layers {layers} (block `{}`): attention `{}` has {} but config gives {}", g.block, n.id, say(got), say(want)), n.loc.clone())
+                        .hint("bind the attention window from config.sliding_window in the blocks whose layers config marks sliding"),
+                );
+                break;
+            }
+        }
+        if let Some(w) = want {
+            let caches: Vec<_> = a.caches.iter().filter(|c| a.nodes[c.node].id.starts_with(&format!("{}[{}].", g.stack, g.block))).collect();
+            let capped = caches.iter().any(|c| c.growth == Growth::Window && c.window.as_ref().map(|x| x.v) == Some(w));
+            let uncapped = caches.iter().find(|c| c.growth == Growth::PerToken);
+            if !capped || uncapped.is_some() {
+                let loc = uncapped.map(|c| c.loc.clone()).unwrap_or_else(|| attn[0].loc.clone());
+                out.push(
+                    Diagnostic::new("structural", code::UNCAPPED_CACHE, format!("layers {layers} (block `{}`): config sliding_window = {w}, but the block's KV cache is not capped at {w} tokens", g.block), loc)
+                        .hint("declare the cache with `growth: window` and `window:` bound to config.sliding_window"),
+                );
+            }
+        }
+    }
+    out
+}

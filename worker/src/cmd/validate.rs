@@ -1,0 +1,105 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use harch_guards::{Diagnostic, GuardSet, Report};
+use harch_worker::{specs, subject};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A spec file, a library model spec name, or a Hugging Face model id.
+    pub spec: String,
+    /// Truth directory (config.json, index, shard headers, source/) to validate against.
+    #[arg(long)]
+    pub truth: Option<PathBuf>,
+    /// Comma-separated guards to run (weight, packing, shape, analysis, schedule, structural,
+    /// axiom, source).
+    #[arg(long, conflicts_with = "tier")]
+    pub guards: Option<String>,
+    /// A guard tier for ablations: 0-8 or off, weight, packing, shape, analysis, schedule,
+    /// structural, axiom, all.
+    #[arg(long)]
+    pub tier: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let guards = match (&args.guards, &args.tier) {
+        (Some(l), _) => GuardSet::list(l),
+        (None, Some(t)) => GuardSet::tier(t),
+        (None, None) => Ok(GuardSet::all()),
+    };
+    let guards = match guards {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let (report, _) = harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report, &s.truth_origin));
+    }
+    Ok(if report.valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Compiler-style text: code, message, the YAML line, and a help with the correct form.
+pub fn render(r: &Report, origin: &str) -> String {
+    let root = specs::root();
+    let mut out = String::new();
+    for (kind, list) in [("error", &r.errors), ("warning", &r.warnings)] {
+        for d in list.iter() {
+            out.push_str(&diagnostic(kind, d, &root));
+        }
+    }
+    let s = &r.summary;
+    out.push_str(&format!(
+        "guards: {}\nchecked against {origin}: {} of {} checkpoint tensors matched; spec {} bytes, checkpoint {} bytes, diff {:+}\n",
+        if r.guards.is_empty() { "none".to_string() } else { r.guards.join(", ") },
+        s.matched_tensors,
+        s.checkpoint_tensors,
+        s.spec_bytes,
+        s.checkpoint_bytes,
+        s.byte_diff
+    ));
+    out.push_str(&if r.valid {
+        format!("valid ({} warnings)\n", r.warnings.len())
+    } else {
+        format!("invalid: {} errors, {} warnings\n", r.errors.len(), r.warnings.len())
+    });
+    out
+}
+
+fn diagnostic(kind: &str, d: &Diagnostic, root: &std::path::Path) -> String {
+    let mut s = format!("{kind}[{}]: {}\n", d.code, d.message);
+    let l = &d.location;
+    if let Some(file) = &l.file {
+        s.push_str(&format!("  --> {file}"));
+        if l.line > 0 {
+            s.push_str(&format!(":{}:{}", l.line, l.column));
+        }
+        if let Some(n) = &l.node {
+            s.push_str(&format!(" (node `{n}`)"));
+        }
+        s.push('\n');
+        let path = root.join(file);
+        let text = std::fs::read_to_string(&path).or_else(|_| std::fs::read_to_string(file));
+        if let (Ok(text), true) = (text, l.line > 0)
+            && let Some(line) = text.lines().nth(l.line as usize - 1)
+        {
+            let num = l.line.to_string();
+            let pad = " ".repeat(num.len());
+            let col = (l.column as usize).saturating_sub(1).min(line.len());
+            s.push_str(&format!("{pad} |\n{num} | {line}\n{pad} | {}^\n", " ".repeat(col)));
+        }
+    }
+    s.push_str(&format!("  = guard: {}\n", d.guard));
+    if let Some(h) = &d.hint {
+        s.push_str(&format!("  = help: {h}\n"));
+    }
+    s.push('\n');
+    s
+}
