@@ -35,7 +35,7 @@ pub fn workspace() -> Fixture {
     let lib = tmp.path().join("library");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("gqa_attention.yaml"), "component: gqa_attention\n").unwrap();
-    let spec = StageSpec {
+    let mut spec = StageSpec {
         truth_files: vec![StagedFile::bytes(
             "config.json",
             br#"{"hidden_size": 64}"#.to_vec(),
@@ -47,6 +47,9 @@ pub fn workspace() -> Fixture {
         }),
         ..StageSpec::default()
     };
+    // Kernels without Landlock still run every test that does not need it.
+    spec.fs_policy.require_landlock = harch_sandbox::landlock_abi().is_some()
+        || std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some();
     let ws = Workspace::create(&tmp.path().join("job"), &spec).unwrap();
     Fixture { tmp, ws }
 }

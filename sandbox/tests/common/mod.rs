@@ -54,6 +54,9 @@ pub fn workspace_with(edit: impl FnOnce(&mut StageSpec)) -> Fixture {
         }),
         ..StageSpec::default()
     };
+    // Kernels without Landlock still run every test that does not need it.
+    spec.fs_policy.require_landlock = harch_sandbox::landlock_abi().is_some()
+        || std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some();
     edit(&mut spec);
     let ws = Workspace::create(&tmp.path().join("job"), &spec).unwrap();
     let outside = tmp.path().join("outside.txt");
