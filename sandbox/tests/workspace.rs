@@ -117,3 +117,22 @@ fn the_snapshot_sees_what_changed() {
     );
     assert!(f.ws.snapshot_writable().changed_since(&after).is_empty());
 }
+
+#[test]
+fn the_projects_spec_repository_stages_read_only_without_its_models() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = StageSpec::default().with_spec_repo(&repo);
+    let ws = Workspace::create(&tmp.path().join("job"), &spec).unwrap();
+    let specs = ws.specs_dir();
+    for staged in ["arch/dims.yaml", "components/library/gqa_attention.yaml"] {
+        let original = std::fs::read(repo.join(staged)).unwrap();
+        assert_eq!(
+            std::fs::read(specs.join(staged)).unwrap(),
+            original,
+            "{staged}"
+        );
+    }
+    // The model specs are what the agent writes: none is handed to it.
+    assert_eq!(std::fs::read_dir(specs.join("models")).unwrap().count(), 0);
+}
