@@ -53,6 +53,7 @@ async fn staged_truth_and_library_cannot_be_modified() {
         ln -s /etc/passwd truth/link; echo bad > truth/new.json; \
         echo bad > specs/components/library/gqa_attention.yaml; \
         rm -f specs/components/library/gqa_attention.yaml; \
+        ln truth/config.json specs/models/hardlink && echo bad > specs/models/hardlink; \
         cp truth/config.json specs/models/copy.json; echo done";
     let (_, out, _) = sh(&f.ws, script).await;
     assert_eq!(out.trim(), "done");
@@ -64,6 +65,10 @@ async fn staged_truth_and_library_cannot_be_modified() {
     assert!(!f.ws.truth_dir().join("c2").exists());
     assert!(!f.ws.truth_dir().join("new.json").exists());
     assert!(std::fs::symlink_metadata(f.ws.truth_dir().join("link")).is_err());
+    assert!(
+        !f.ws.specs_dir().join("models/hardlink").exists(),
+        "a hard link would alias truth"
+    );
     // Reading is allowed: the copy into the writable area worked.
     assert_eq!(
         std::fs::read(f.ws.specs_dir().join("models/copy.json")).unwrap(),
