@@ -105,8 +105,11 @@ fn read_model_dir(dir: &Path) -> Option<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        // Flax and TensorFlow ports are not the PyTorch forward the specs describe.
+        let port = name.starts_with("modeling_flax_") || name.starts_with("modeling_tf_");
         let wanted = (name.starts_with("modeling_") || name.starts_with("configuration_"))
-            && name.ends_with(".py");
+            && name.ends_with(".py")
+            && !port;
         if wanted && let Ok(text) = std::fs::read_to_string(entry.path()) {
             files.insert(name, text);
         }

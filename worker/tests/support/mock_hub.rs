@@ -14,6 +14,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -110,6 +111,8 @@ struct State {
 pub struct MockHub {
     state: Arc<Mutex<State>>,
     latency: Duration,
+    /// Response body bytes sent for GET requests (HEAD answers carry no body).
+    pub sent_bytes: Arc<AtomicU64>,
 }
 
 impl MockHub {
@@ -118,6 +121,7 @@ impl MockHub {
         let hub = MockHub {
             state: Arc::default(),
             latency,
+            sent_bytes: Arc::default(),
         };
         Mock::given(any())
             .respond_with(hub.clone())
@@ -143,7 +147,7 @@ impl MockHub {
             .push((path_suffix.to_string(), faults.into()));
     }
 
-    fn answer(&self, req: &Request) -> ResponseTemplate {
+    fn answer(&self, req: &Request) -> Answer {
         let path = req.url.path().to_string();
         let method = req.method.as_str().to_string();
         let mut state = self.state.lock().unwrap();
@@ -154,39 +158,60 @@ impl MockHub {
             && let Some(fault) = queue.pop_front()
         {
             match fault {
-                Fault::Status(s) => return ResponseTemplate::new(s),
+                Fault::Status(s) => return (ResponseTemplate::new(s), 0),
                 Fault::RateLimited(secs) => {
-                    return ResponseTemplate::new(429)
-                        .insert_header("retry-after", secs.to_string());
+                    let t =
+                        ResponseTemplate::new(429).insert_header("retry-after", secs.to_string());
+                    return (t, 0);
                 }
                 Fault::ShortBody => {
-                    return ResponseTemplate::new(206)
-                        .insert_header("content-range", "bytes 0-1023/100000")
-                        .set_body_bytes(vec![0u8; 100]);
+                    let t = ResponseTemplate::new(206)
+                        .insert_header("content-range", "bytes 0-1023/100000");
+                    return with_body(t, vec![0u8; 100]);
                 }
             }
         }
         let state = &*state;
-        if let Some(rest) = path.strip_prefix("/api/models/") {
-            return api(state, rest);
-        }
-        if let Some(rest) = path.strip_prefix("/cdn/") {
-            return cdn(state, rest, req, &method);
-        }
-        resolve(state, &path, req, &method)
+        let (resp, body_len) = if let Some(rest) = path.strip_prefix("/api/models/") {
+            api(state, rest)
+        } else if let Some(rest) = path.strip_prefix("/cdn/") {
+            cdn(state, rest, req, &method)
+        } else {
+            resolve(state, &path, req, &method)
+        };
+        (resp, if method == "HEAD" { 0 } else { body_len })
     }
 }
 
 impl Respond for MockHub {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        self.answer(request).set_delay(self.latency)
+        let (resp, body_len) = self.answer(request);
+        self.sent_bytes
+            .fetch_add(body_len as u64, Ordering::Relaxed);
+        resp.set_delay(self.latency)
     }
 }
 
-fn error(status: u16, code: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status)
-        .insert_header("x-error-code", code)
-        .set_body_json(serde_json::json!({"error": code}))
+/// A response and the length of its body.
+type Answer = (ResponseTemplate, usize);
+
+fn with_body(t: ResponseTemplate, body: Vec<u8>) -> Answer {
+    let n = body.len();
+    (t.set_body_bytes(body), n)
+}
+
+fn json_body(t: ResponseTemplate, v: serde_json::Value) -> Answer {
+    with_body(
+        t.insert_header("content-type", "application/json"),
+        serde_json::to_vec(&v).unwrap(),
+    )
+}
+
+fn error(status: u16, code: &str) -> Answer {
+    json_body(
+        ResponseTemplate::new(status).insert_header("x-error-code", code),
+        serde_json::json!({"error": code}),
+    )
 }
 
 /// Splits `org/name/<marker>/rest` at the marker that follows the repo id.
@@ -206,7 +231,7 @@ fn split_repo<'a>(state: &State, rest: &'a str, marker: &str) -> Option<(String,
     Some((id.to_string(), after.strip_prefix(marker)?))
 }
 
-fn auth_error(repo: &MockRepo, req: &Request) -> Option<ResponseTemplate> {
+fn auth_error(repo: &MockRepo, req: &Request) -> Option<Answer> {
     let token = repo.gated_token.as_ref()?;
     let sent = req
         .headers
@@ -220,7 +245,7 @@ fn auth_error(repo: &MockRepo, req: &Request) -> Option<ResponseTemplate> {
     }
 }
 
-fn api(state: &State, rest: &str) -> ResponseTemplate {
+fn api(state: &State, rest: &str) -> Answer {
     let Some((id, rev)) = split_repo(state, rest, "revision/") else {
         return error(404, "RepositoryNotFound");
     };
@@ -235,12 +260,13 @@ fn api(state: &State, rest: &str) -> ResponseTemplate {
         .keys()
         .map(|f| serde_json::json!({"rfilename": f}))
         .collect();
-    ResponseTemplate::new(200).set_body_json(serde_json::json!({
-        "id": id, "sha": SHA, "siblings": siblings, "private": false,
-    }))
+    json_body(
+        ResponseTemplate::new(200),
+        serde_json::json!({"id": id, "sha": SHA, "siblings": siblings, "private": false}),
+    )
 }
 
-fn resolve(state: &State, path: &str, req: &Request, method: &str) -> ResponseTemplate {
+fn resolve(state: &State, path: &str, req: &Request, method: &str) -> Answer {
     let Some((id, after)) = split_repo(state, path.trim_start_matches('/'), "resolve/") else {
         return error(404, "RepositoryNotFound");
     };
@@ -257,30 +283,32 @@ fn resolve(state: &State, path: &str, req: &Request, method: &str) -> ResponseTe
         return error(404, "RevisionNotFound");
     }
     let Some(f) = repo.files.get(file) else {
-        return error(404, "EntryNotFound").insert_header("x-repo-commit", SHA);
+        let (t, n) = error(404, "EntryNotFound");
+        return (t.insert_header("x-repo-commit", SHA), n);
     };
     let etag = format!("\"etag-{}\"", file.replace('/', "-"));
     if file.ends_with(".safetensors") {
-        return ResponseTemplate::new(302)
+        let redirect = ResponseTemplate::new(302)
             .insert_header("location", format!("/cdn/{id}/{SHA}/{file}").as_str())
             .insert_header("x-repo-commit", SHA)
             .insert_header("x-linked-etag", etag.as_str())
             .insert_header("x-linked-size", f.len.to_string())
             .insert_header("etag", etag.as_str());
+        return (redirect, 0);
     }
     let resp = ResponseTemplate::new(200)
         .insert_header("x-repo-commit", SHA)
         .insert_header("etag", etag.as_str());
     let _ = method;
-    resp.set_body_bytes(f.prefix.clone())
+    with_body(resp, f.prefix.clone())
 }
 
-fn cdn(state: &State, rest: &str, req: &Request, method: &str) -> ResponseTemplate {
+fn cdn(state: &State, rest: &str, req: &Request, method: &str) -> Answer {
     let Some((id, after)) = split_repo(state, rest, &format!("{SHA}/")) else {
-        return ResponseTemplate::new(404);
+        return (ResponseTemplate::new(404), 0);
     };
     let Some(f) = state.repos.get(&id).and_then(|r| r.files.get(after)) else {
-        return ResponseTemplate::new(404);
+        return (ResponseTemplate::new(404), 0);
     };
     let ignore_range = state.repos.get(&id).is_some_and(|r| r.ignore_range);
     let etag = format!("\"cdn-{}\"", after.replace('/', "-"));
@@ -292,24 +320,26 @@ fn cdn(state: &State, rest: &str, req: &Request, method: &str) -> ResponseTempla
         .and_then(|v| v.split_once('-'))
         .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok())));
     if method == "HEAD" {
-        return ResponseTemplate::new(200)
+        let head = ResponseTemplate::new(200)
             .insert_header("etag", etag.as_str())
             .insert_header("content-length", f.len.to_string());
+        return (head, 0);
     }
     match range {
         Some((start, end)) if !ignore_range => {
             if start >= f.len {
-                return ResponseTemplate::new(416)
+                let refused = ResponseTemplate::new(416)
                     .insert_header("content-range", format!("bytes */{}", f.len).as_str());
+                return (refused, 0);
             }
             let end = end.unwrap_or(f.len - 1).min(f.len - 1);
-            ResponseTemplate::new(206)
+            let partial = ResponseTemplate::new(206)
                 .insert_header("etag", etag.as_str())
                 .insert_header(
                     "content-range",
                     format!("bytes {start}-{end}/{}", f.len).as_str(),
-                )
-                .set_body_bytes(f.slice(start, end))
+                );
+            with_body(partial, f.slice(start, end))
         }
         _ => {
             // A whole virtual shard would be gigabytes: serve it only when it is small.
@@ -318,9 +348,8 @@ fn cdn(state: &State, rest: &str, req: &Request, method: &str) -> ResponseTempla
                 "test asked for a whole {}-byte shard",
                 f.len
             );
-            ResponseTemplate::new(200)
-                .insert_header("etag", etag.as_str())
-                .set_body_bytes(f.slice(0, f.len.saturating_sub(1)))
+            let whole = ResponseTemplate::new(200).insert_header("etag", etag.as_str());
+            with_body(whole, f.slice(0, f.len.saturating_sub(1)))
         }
     }
 }
