@@ -155,7 +155,11 @@ impl Repo {
     pub fn model_architectures(&self, name_or_file: &str) -> Option<&[String]> {
         self.models
             .get(name_or_file)
-            .or_else(|| self.models.values().find(|(_, f)| f == name_or_file || f.ends_with(name_or_file)))
+            .or_else(|| {
+                self.models
+                    .values()
+                    .find(|(_, f)| f == name_or_file || f.ends_with(name_or_file))
+            })
             .map(|(d, _)| d.architectures.as_slice())
     }
 
@@ -576,6 +580,8 @@ impl Loader<'_> {
         slots: &[String],
     ) -> Vec<NodeIr> {
         let mut nodes = Vec::new();
+        // Nodes that failed to resolve: references to them are not reported again.
+        let mut failed: BTreeSet<String> = BTreeSet::new();
         for (id, spanned) in graph {
             let n = &spanned.value;
             let loc = loc_of(file, &spanned.referenced).with_node(id.clone());
@@ -597,6 +603,7 @@ impl Loader<'_> {
                     SpecError::new(code::BAD_NODE, format!("node `{id}` must have exactly one of `op`, `component`, `slot`, `stack`"), loc.clone())
                         .hint("e.g. `q_proj: { op: linear, in: x, args: { in: d_model, out: \"n_heads * d_head\" } }`"),
                 );
+                failed.insert(id.clone());
                 continue;
             }
             let kind = if let Some(op) = &n.op {
@@ -653,6 +660,7 @@ impl Loader<'_> {
                             )
                             .hint(hint),
                         );
+                        failed.insert(id.clone());
                         continue;
                     }
                 }
@@ -695,7 +703,10 @@ impl Loader<'_> {
                 let st = n.stack.as_ref().expect("checked one kind");
                 match self.stack(st, file, &loc, allowed) {
                     Some(s) => NodeKind::Stack(s),
-                    None => continue,
+                    None => {
+                        failed.insert(id.clone());
+                        continue;
+                    }
                 }
             };
             if let Some(r) = &n.role {
@@ -761,7 +772,7 @@ impl Loader<'_> {
                 reads: n.reads.clone(),
             });
         }
-        let ordered = self.order(nodes, inputs, file);
+        let ordered = self.order(nodes, inputs, file, &failed);
         let ids: BTreeSet<&str> = ordered.iter().map(|n| n.id.as_str()).collect();
         for o in outputs {
             if !ids.contains(o.as_str()) && !inputs.contains(o) {
@@ -872,7 +883,13 @@ impl Loader<'_> {
     }
 
     /// Topological order along `in:` edges; unknown inputs and cycles are errors.
-    fn order(&mut self, nodes: Vec<NodeIr>, inputs: &[String], file: &str) -> Vec<NodeIr> {
+    fn order(
+        &mut self,
+        nodes: Vec<NodeIr>,
+        inputs: &[String],
+        file: &str,
+        failed: &BTreeSet<String>,
+    ) -> Vec<NodeIr> {
         let index: HashMap<String, usize> = nodes
             .iter()
             .enumerate()
@@ -881,6 +898,10 @@ impl Loader<'_> {
         let mut ok = true;
         for n in &nodes {
             for i in &n.inputs {
+                if failed.contains(i) {
+                    ok = false;
+                    continue;
+                }
                 if !index.contains_key(i) && !inputs.contains(i) {
                     let mut cands: Vec<&str> = index.keys().map(String::as_str).collect();
                     cands.extend(inputs.iter().map(String::as_str));

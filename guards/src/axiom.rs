@@ -26,10 +26,17 @@ pub fn check(a: &Analysis) -> Vec<Diagnostic> {
             continue;
         }
         let inst = parent(&a.nodes[c.node].id);
-        let readers = a.nodes.iter().filter(|n| n.op == "attention_score" && parent(&n.id) == inst);
+        let readers = a
+            .nodes
+            .iter()
+            .filter(|n| n.op == "attention_score" && parent(&n.id) == inst);
         for n in readers {
             let attn_window = n.window.as_ref().map(|w| w.v).filter(|w| *w > 0);
-            let cache_window = if c.growth == Growth::Window { c.window.as_ref().map(|w| w.v) } else { None };
+            let cache_window = if c.growth == Growth::Window {
+                c.window.as_ref().map(|w| w.v)
+            } else {
+                None
+            };
             if attn_window != cache_window {
                 out.push(
                     Diagnostic::new(

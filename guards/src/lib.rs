@@ -26,25 +26,45 @@ use truth::Truth;
 
 /// Load the spec, evaluate it once against the truth's config, and run the enabled guards.
 /// Returns the analysis too when the spec loaded, so callers never evaluate twice.
-pub fn validate(repo: &Repo, model: &str, truth: &Truth, guards: &GuardSet) -> (Report, Option<Analysis>) {
-    let mut report = Report { guards: guards.names().to_vec(), ..Default::default() };
+pub fn validate(
+    repo: &Repo,
+    model: &str,
+    truth: &Truth,
+    guards: &GuardSet,
+) -> (Report, Option<Analysis>) {
+    let mut report = Report {
+        guards: guards.names().to_vec(),
+        ..Default::default()
+    };
     let ir = match repo.load_model(model) {
         Ok(ir) => ir,
         Err(errs) => {
-            report.errors = errs.iter().map(|e| Diagnostic::from_spec_error("load", e)).collect();
+            report.errors = errs
+                .iter()
+                .map(|e| Diagnostic::from_spec_error("load", e))
+                .collect();
             return (report.finish(), None);
         }
     };
     let a = evaluate(&ir, &truth.config, EvalOptions::default());
     let mut complete = true;
     for e in &a.errors {
-        let guard = if e.code.starts_with('S') { "shape" } else { "analysis" };
+        let guard = if e.code.starts_with('S') {
+            "shape"
+        } else {
+            "analysis"
+        };
         complete = false;
         if guards.has(guard) {
             report.errors.push(Diagnostic::from_spec_error(guard, e));
         }
     }
-    let overrides: Vec<(String, harch_engine::diag::Location)> = ir.quant.overrides.iter().map(|o| (o.leaf.clone(), o.loc.clone())).collect();
+    let overrides: Vec<(String, harch_engine::diag::Location)> = ir
+        .quant
+        .overrides
+        .iter()
+        .map(|o| (o.leaf.clone(), o.loc.clone()))
+        .collect();
     // Guards that compare an evaluation with the truth wait for a complete evaluation, so that
     // one shape error does not read as a thousand missing tensors.
     if complete {
@@ -57,24 +77,41 @@ pub fn validate(repo: &Repo, model: &str, truth: &Truth, guards: &GuardSet) -> (
             report.errors.extend(w.packing);
         }
         if guards.has("schedule") {
-            report.errors.extend(schedule::check(&ir, &a, &truth.config, &repo.config_keys));
+            report
+                .errors
+                .extend(schedule::check(&ir, &a, &truth.config, &repo.config_keys));
         }
         if guards.has("structural") {
-            report.errors.extend(structural::check(&ir, &a, &truth.config));
+            report
+                .errors
+                .extend(structural::check(&ir, &a, &truth.config));
         }
         if guards.has("axiom") {
             report.errors.extend(axiom::check(&a));
         }
-        report.warnings.extend(warnings::check(repo, &ir, &a, &truth.config));
+        report
+            .warnings
+            .extend(warnings::check(repo, &ir, &a, &truth.config));
     } else {
-        let skipped: Vec<&str> = ["weight", "packing", "schedule", "structural", "axiom"].into_iter().filter(|g| guards.has(g)).collect();
+        let skipped: Vec<&str> = ["weight", "packing", "schedule", "structural", "axiom"]
+            .into_iter()
+            .filter(|g| guards.has(g))
+            .collect();
         report.guards.retain(|g| !skipped.contains(g));
         if !skipped.is_empty() {
-            report.warnings.push(Diagnostic::new("warning", "V000", format!("evaluation incomplete: {} not run until the errors above are fixed", skipped.join(", ")), Default::default()));
+            report.warnings.push(Diagnostic::new(
+                "warning",
+                "V000",
+                format!(
+                    "evaluation incomplete: {} not run until the errors above are fixed",
+                    skipped.join(", ")
+                ),
+                Default::default(),
+            ));
         }
     }
     if guards.has("source") {
-        report.errors.extend(source::check(&ir, &a, &truth.sources));
+        report.errors.extend(source::check(&ir, &truth.sources));
     }
     (report.finish(), Some(a))
 }

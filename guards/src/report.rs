@@ -1,7 +1,7 @@
 //! The result of `validate()`: coded, located diagnostics and a byte summary.
 
-use harch_engine::diag::Location;
 use harch_engine::SpecError;
+use harch_engine::diag::Location;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
@@ -15,15 +15,32 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn new(guard: &'static str, code: &'static str, message: impl Into<String>, location: Location) -> Diagnostic {
-        Diagnostic { code, guard, message: message.into(), hint: None, location }
+    pub fn new(
+        guard: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+        location: Location,
+    ) -> Diagnostic {
+        Diagnostic {
+            code,
+            guard,
+            message: message.into(),
+            hint: None,
+            location,
+        }
     }
     pub fn hint(mut self, h: impl Into<String>) -> Diagnostic {
         self.hint = Some(h.into());
         self
     }
     pub fn from_spec_error(guard: &'static str, e: &SpecError) -> Diagnostic {
-        Diagnostic { code: e.code, guard, message: e.message.clone(), hint: e.hint.clone(), location: e.location.clone() }
+        Diagnostic {
+            code: e.code,
+            guard,
+            message: e.message.clone(),
+            hint: e.hint.clone(),
+            location: e.location.clone(),
+        }
     }
 }
 

@@ -25,7 +25,11 @@ struct LayerEnv<'a> {
 
 impl Env for LayerEnv<'_> {
     fn name(&self, name: &str) -> Result<Q, EvalError> {
-        if name == "i" { Ok(Q::lit(self.i)) } else { Err(EvalError::UnknownName(name.into())) }
+        if name == "i" {
+            Ok(Q::lit(self.i))
+        } else {
+            Err(EvalError::UnknownName(name.into()))
+        }
     }
     fn config(&self) -> &serde_json::Value {
         self.config
@@ -38,27 +42,44 @@ fn present(config: &serde_json::Value, key: &str) -> bool {
 
 fn reads_key(a: &Analysis, key: &str) -> bool {
     let p = format!("config.{key}");
-    a.config_reads.iter().any(|r| r == &p || r.starts_with(&format!("{p}.")) || r.starts_with(&format!("{p}[")))
+    a.config_reads
+        .iter()
+        .any(|r| r == &p || r.starts_with(&format!("{p}.")) || r.starts_with(&format!("{p}[")))
 }
 
 /// Layer index → block of the main (non-MTP) stacks.
 pub fn main_layers(a: &Analysis) -> BTreeMap<String, BTreeMap<i128, String>> {
     let mut out: BTreeMap<String, BTreeMap<i128, String>> = BTreeMap::new();
-    for g in a.groups.iter().filter(|g| g.top_role.as_deref() != Some("mtp")) {
+    for g in a
+        .groups
+        .iter()
+        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+    {
         for l in &g.layers {
-            out.entry(g.stack.clone()).or_default().insert(*l, g.block.clone());
+            out.entry(g.stack.clone())
+                .or_default()
+                .insert(*l, g.block.clone());
         }
     }
     out
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<Diagnostic> {
+pub fn check(
+    ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+    keys: &ConfigKeys,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let file_loc = Location::in_file(&ir.file);
     for key in &keys.must_bind {
         if present(config, key) && !reads_key(a, key) && !ir.unused_config.contains_key(key) {
             let value = config.get(key).map(|v| v.to_string()).unwrap_or_default();
-            let shown = if value.len() > 60 { format!("{}…", &value[..60]) } else { value };
+            let shown = if value.len() > 60 {
+                format!("{}…", &value[..60])
+            } else {
+                value
+            };
             out.push(
                 Diagnostic::new("schedule", code::UNBOUND_KEY, format!("config `{key}` = {shown} is read by no binding of the spec"), file_loc.clone())
                     .hint(format!("bind it where it shapes the graph, e.g. a dim `<name>: config.{key}` used by an op, or a schedule `where:` that reads it")),
@@ -72,14 +93,27 @@ pub fn check(ir: &ModelIr, a: &Analysis, config: &serde_json::Value, keys: &Conf
             if let Some(list) = config.get(key).and_then(|v| v.as_array())
                 && list.len() != n
             {
-                out.push(Diagnostic::new("schedule", code::LIST_LENGTH, format!("config `{key}` lists {} layers but stack `{stack}` has {n}", list.len()), file_loc.clone()).hint("the stack's `repeat` must cover every layer the config lists"));
+                out.push(
+                    Diagnostic::new(
+                        "schedule",
+                        code::LIST_LENGTH,
+                        format!(
+                            "config `{key}` lists {} layers but stack `{stack}` has {n}",
+                            list.len()
+                        ),
+                        file_loc.clone(),
+                    )
+                    .hint("the stack's `repeat` must cover every layer the config lists"),
+                );
             }
         }
         for rule in &keys.layer_rules {
             if !present(config, &rule.key) {
                 continue;
             }
-            let Ok(e) = expr::parse(&rule.rule) else { continue };
+            let Ok(e) = expr::parse(&rule.rule) else {
+                continue;
+            };
             let mut by_block: BTreeMap<&str, BTreeMap<String, Vec<i128>>> = BTreeMap::new();
             let mut ok = true;
             for (&i, block) in layers {
@@ -93,15 +127,29 @@ pub fn check(ir: &ModelIr, a: &Analysis, config: &serde_json::Value, keys: &Conf
                         break;
                     }
                 };
-                by_block.entry(block.as_str()).or_default().entry(v).or_default().push(i);
+                by_block
+                    .entry(block.as_str())
+                    .or_default()
+                    .entry(v)
+                    .or_default()
+                    .push(i);
             }
             if !ok {
                 continue;
             }
             for (block, values) in by_block {
                 if values.len() > 1 {
-                    let parts: Vec<String> = values.iter().map(|(v, ls)| format!("layers {} ({v})", harch_engine::analysis::ranges(ls))).collect();
-                    let loc = ir.blocks.get(block).map(|b| b.loc.clone()).unwrap_or_else(|| file_loc.clone());
+                    let parts: Vec<String> = values
+                        .iter()
+                        .map(|(v, ls)| {
+                            format!("layers {} ({v})", harch_engine::analysis::ranges(ls))
+                        })
+                        .collect();
+                    let loc = ir
+                        .blocks
+                        .get(block)
+                        .map(|b| b.loc.clone())
+                        .unwrap_or_else(|| file_loc.clone());
                     out.push(
                         Diagnostic::new(
                             "schedule",

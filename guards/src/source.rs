@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use harch_engine::Analysis;
 use harch_engine::diag::Location;
 use harch_engine::ir::{ModelIr, NodeKind};
 
@@ -23,8 +22,18 @@ fn normalize(s: &str) -> String {
 /// The text an anchor promises: every backtick span, or the whole string when there is none.
 pub fn anchor_snippets(src: &str) -> Vec<String> {
     let parts: Vec<&str> = src.split('`').collect();
-    let spans: Vec<String> = parts.iter().enumerate().filter(|(k, _)| k % 2 == 1).map(|(_, s)| s.to_string()).filter(|s| !s.trim().is_empty()).collect();
-    if spans.is_empty() { vec![src.to_string()] } else { spans }
+    let spans: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| k % 2 == 1)
+        .map(|(_, s)| s.to_string())
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    if spans.is_empty() {
+        vec![src.to_string()]
+    } else {
+        spans
+    }
 }
 
 /// Streams that components of a stack's blocks write (`stream_out`) and read (`reads`).
@@ -48,7 +57,9 @@ fn stream_uses(ir: &ModelIr, blocks: &[String]) -> (BTreeSet<String>, BTreeSet<S
             todo.extend(block.fills.values().map(|f| f.name.clone()));
             continue;
         }
-        let Some(c) = ir.component(&name) else { continue };
+        let Some(c) = ir.component(&name) else {
+            continue;
+        };
         for n in &c.nodes {
             written.extend(n.stream_out.keys().cloned());
             read.extend(n.reads.iter().cloned());
@@ -60,11 +71,19 @@ fn stream_uses(ir: &ModelIr, blocks: &[String]) -> (BTreeSet<String>, BTreeSet<S
     (written, read)
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
+pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let named: Vec<(&String, &String)> = sources.iter().filter(|(f, _)| ir.sources.contains(f)).collect();
-    let texts: Vec<(&String, &String)> = if named.is_empty() { sources.iter().collect() } else { named };
-    let normalized: Vec<(&String, String)> = texts.iter().map(|(f, t)| (*f, normalize(t))).collect();
+    let named: Vec<(&String, &String)> = sources
+        .iter()
+        .filter(|(f, _)| ir.sources.contains(f))
+        .collect();
+    let texts: Vec<(&String, &String)> = if named.is_empty() {
+        sources.iter().collect()
+    } else {
+        named
+    };
+    let normalized: Vec<(&String, String)> =
+        texts.iter().map(|(f, t)| (*f, normalize(t))).collect();
     let file_loc = Location::in_file(&ir.file);
     if normalized.is_empty() {
         out.push(
@@ -73,7 +92,9 @@ pub fn check(ir: &ModelIr, a: &Analysis, sources: &BTreeMap<String, String>) -> 
         );
     }
     for node in &ir.graph {
-        let NodeKind::Stack(st) = &node.kind else { continue };
+        let NodeKind::Stack(st) = &node.kind else {
+            continue;
+        };
         let blocks: Vec<String> = st.schedule.iter().map(|s| s.block.clone()).collect();
         let (written, read) = stream_uses(ir, &blocks);
         for s in &st.streams {
@@ -94,12 +115,8 @@ pub fn check(ir: &ModelIr, a: &Analysis, sources: &BTreeMap<String, String>) -> 
                 }
                 Some(_) => {}
             }
-            if s.carries {
-                let row = a.streams.iter().find(|r| r.stack == node.id && r.name == s.name);
-                if row.is_some_and(|r| r.producers.is_empty()) && a.groups.iter().any(|g| g.stack == node.id) {
-                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("carried stream `{}` of stack `{}` has no producer", s.name, node.id), loc.clone()));
-                }
-            } else {
+            // A carried stream is produced by each layer's block and read by the next layer.
+            if !s.carries {
                 if !written.contains(&s.name) {
                     out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no producer: no component writes it with `stream_out`", s.name, node.id), loc.clone()).hint(format!("a node publishes it with `stream_out: {{ {}: <node> }}`", s.name)));
                 }

@@ -16,8 +16,17 @@ pub mod code {
 
 /// The rope type config declares, in any of its spellings; `default` when there is no scaling.
 pub fn config_rope_type(config: &serde_json::Value) -> String {
-    for (outer, inner) in [("rope_scaling", "rope_type"), ("rope_scaling", "type"), ("rope_parameters", "rope_type"), ("rope_parameters", "type")] {
-        if let Some(s) = config.get(outer).and_then(|o| o.get(inner)).and_then(|v| v.as_str()) {
+    for (outer, inner) in [
+        ("rope_scaling", "rope_type"),
+        ("rope_scaling", "type"),
+        ("rope_parameters", "rope_type"),
+        ("rope_parameters", "type"),
+    ] {
+        if let Some(s) = config
+            .get(outer)
+            .and_then(|o| o.get(inner))
+            .and_then(|v| v.as_str())
+        {
             return s.to_string();
         }
     }
@@ -28,7 +37,10 @@ fn sliding_window(config: &serde_json::Value) -> Option<i128> {
     if config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(false) {
         return None;
     }
-    config.get("sliding_window").and_then(|v| v.as_i64()).map(|w| w as i128)
+    config
+        .get("sliding_window")
+        .and_then(|v| v.as_i64())
+        .map(|w| w as i128)
 }
 
 /// Whether config makes layer `i` a sliding-window layer.
@@ -37,7 +49,10 @@ fn layer_is_sliding(config: &serde_json::Value, i: i128) -> bool {
         return false;
     }
     match config.get("layer_types").and_then(|v| v.as_array()) {
-        Some(list) => list.get(i as usize).and_then(|v| v.as_str()).is_some_and(|s| s.contains("sliding")),
+        Some(list) => list
+            .get(i as usize)
+            .and_then(|v| v.as_str())
+            .is_some_and(|s| s.contains("sliding")),
         None => true,
     }
 }
@@ -52,13 +67,24 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
     let want_rope = config_rope_type(config);
     let partial = config.get("partial_rotary_factor").and_then(|v| v.as_f64());
     let bidirectional = config.get("is_causal").and_then(|v| v.as_bool()) == Some(false)
-        || config.get("use_bidirectional_attention").and_then(|v| v.as_bool()) == Some(true);
-    let want_mask = if bidirectional { "bidirectional" } else { "causal" };
+        || config
+            .get("use_bidirectional_attention")
+            .and_then(|v| v.as_bool())
+            == Some(true);
+    let want_mask = if bidirectional {
+        "bidirectional"
+    } else {
+        "causal"
+    };
     let mut seen = std::collections::BTreeSet::new();
     for n in &a.nodes {
         match n.op.as_str() {
             "rope" => {
-                let got = n.args.get("scaling").map(|v| v.text.as_str()).unwrap_or("default");
+                let got = n
+                    .args
+                    .get("scaling")
+                    .map(|v| v.text.as_str())
+                    .unwrap_or("default");
                 let got = if got == "none" { "default" } else { got };
                 if got != want_rope && seen.insert((code::ROPE_TYPE, n.component.clone())) {
                     out.push(
@@ -82,19 +108,44 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
                 }
             }
             "attention_score" => {
-                let got = n.args.get("mask").map(|v| v.text.as_str()).unwrap_or("causal");
+                let got = n
+                    .args
+                    .get("mask")
+                    .map(|v| v.text.as_str())
+                    .unwrap_or("causal");
                 if got != want_mask && seen.insert((code::MASK, n.component.clone())) {
-                    out.push(Diagnostic::new("structural", code::MASK, format!("attention `{}` uses a {got} mask but config implies {want_mask}", n.id), n.loc.clone()).hint("mask: causal for decoder LMs; bidirectional only when config says so"));
+                    out.push(
+                        Diagnostic::new(
+                            "structural",
+                            code::MASK,
+                            format!(
+                                "attention `{}` uses a {got} mask but config implies {want_mask}",
+                                n.id
+                            ),
+                            n.loc.clone(),
+                        )
+                        .hint(
+                            "mask: causal for decoder LMs; bidirectional only when config says so",
+                        ),
+                    );
                 }
             }
             _ => {}
         }
     }
     let window = sliding_window(config);
-    for g in a.groups.iter().filter(|g| g.top_role.as_deref() != Some("mtp")) {
-        let Some(&first) = g.layers.first() else { continue };
+    for g in a
+        .groups
+        .iter()
+        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+    {
+        let Some(&first) = g.layers.first() else {
+            continue;
+        };
         let sliding = layer_is_sliding(config, first);
-        let attn: Vec<&NodeRow> = in_group(a, &g.stack, &g.block).filter(|n| n.op == "attention_score").collect();
+        let attn: Vec<&NodeRow> = in_group(a, &g.stack, &g.block)
+            .filter(|n| n.op == "attention_score")
+            .collect();
         if attn.is_empty() {
             continue;
         }
@@ -103,7 +154,10 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
         for n in &attn {
             let got = n.window.as_ref().map(|w| w.v).filter(|w| *w > 0);
             if got != want {
-                let say = |w: Option<i128>| w.map(|w| format!("a window of {w}")).unwrap_or_else(|| "full attention".into());
+                let say = |w: Option<i128>| {
+                    w.map(|w| format!("a window of {w}"))
+                        .unwrap_or_else(|| "full attention".into())
+                };
                 out.push(
                     Diagnostic::new("structural", code::WINDOW, format!("layers {layers} (block `{}`): attention `{}` has {} but config gives {}", g.block, n.id, say(got), say(want)), n.loc.clone())
                         .hint("bind the attention window from config.sliding_window in the blocks whose layers config marks sliding"),
@@ -112,11 +166,23 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
             }
         }
         if let Some(w) = want {
-            let caches: Vec<_> = a.caches.iter().filter(|c| a.nodes[c.node].id.starts_with(&format!("{}[{}].", g.stack, g.block))).collect();
-            let capped = caches.iter().any(|c| c.growth == Growth::Window && c.window.as_ref().map(|x| x.v) == Some(w));
+            let caches: Vec<_> = a
+                .caches
+                .iter()
+                .filter(|c| {
+                    a.nodes[c.node]
+                        .id
+                        .starts_with(&format!("{}[{}].", g.stack, g.block))
+                })
+                .collect();
+            let capped = caches
+                .iter()
+                .any(|c| c.growth == Growth::Window && c.window.as_ref().map(|x| x.v) == Some(w));
             let uncapped = caches.iter().find(|c| c.growth == Growth::PerToken);
             if !capped || uncapped.is_some() {
-                let loc = uncapped.map(|c| c.loc.clone()).unwrap_or_else(|| attn[0].loc.clone());
+                let loc = uncapped
+                    .map(|c| c.loc.clone())
+                    .unwrap_or_else(|| attn[0].loc.clone());
                 out.push(
                     Diagnostic::new("structural", code::UNCAPPED_CACHE, format!("layers {layers} (block `{}`): config sliding_window = {w}, but the block's KV cache is not capped at {w} tokens", g.block), loc)
                         .hint("declare the cache with `growth: window` and `window:` bound to config.sliding_window"),

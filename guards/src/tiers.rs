@@ -2,10 +2,29 @@
 //! goes from `off` to `all`.
 
 /// Every blocking guard, in tier order.
-pub const GUARDS: &[&str] = &["weight", "packing", "shape", "analysis", "schedule", "structural", "axiom", "source"];
+pub const GUARDS: &[&str] = &[
+    "weight",
+    "packing",
+    "shape",
+    "analysis",
+    "schedule",
+    "structural",
+    "axiom",
+    "source",
+];
 
 /// Tier names: tier N runs the first N guards.
-pub const TIERS: &[&str] = &["off", "weight", "packing", "shape", "analysis", "schedule", "structural", "axiom", "all"];
+pub const TIERS: &[&str] = &[
+    "off",
+    "weight",
+    "packing",
+    "shape",
+    "analysis",
+    "schedule",
+    "structural",
+    "axiom",
+    "all",
+];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuardSet {
@@ -20,19 +39,29 @@ impl Default for GuardSet {
 
 impl GuardSet {
     pub fn all() -> GuardSet {
-        GuardSet { on: GUARDS.to_vec() }
+        GuardSet {
+            on: GUARDS.to_vec(),
+        }
     }
 
     /// A tier by number (0-8) or name (`off`, `weight`, ..., `all`).
     pub fn tier(t: &str) -> Result<GuardSet, String> {
         let n = match t.parse::<usize>() {
             Ok(n) => n,
-            Err(_) => TIERS.iter().position(|x| *x == t).ok_or_else(|| format!("unknown tier `{t}`; tiers: {} (or 0-{})", TIERS.join(", "), GUARDS.len()))?,
+            Err(_) => TIERS.iter().position(|x| *x == t).ok_or_else(|| {
+                format!(
+                    "unknown tier `{t}`; tiers: {} (or 0-{})",
+                    TIERS.join(", "),
+                    GUARDS.len()
+                )
+            })?,
         };
         if n > GUARDS.len() {
             return Err(format!("tier {n} is past the last tier {}", GUARDS.len()));
         }
-        Ok(GuardSet { on: GUARDS[..n].to_vec() })
+        Ok(GuardSet {
+            on: GUARDS[..n].to_vec(),
+        })
     }
 
     /// A comma-separated list of guard names.
@@ -45,7 +74,12 @@ impl GuardSet {
                         on.push(*g);
                     }
                 }
-                None => return Err(format!("unknown guard `{name}`; guards: {}", GUARDS.join(", "))),
+                None => {
+                    return Err(format!(
+                        "unknown guard `{name}`; guards: {}",
+                        GUARDS.join(", ")
+                    ));
+                }
             }
         }
         on.sort_by_key(|g| GUARDS.iter().position(|x| x == g));
@@ -68,11 +102,20 @@ mod tests {
     #[test]
     fn tiers_are_cumulative() {
         assert!(GuardSet::tier("off").unwrap().names().is_empty());
-        assert_eq!(GuardSet::tier("packing").unwrap().names(), &["weight", "packing"]);
+        assert_eq!(
+            GuardSet::tier("packing").unwrap().names(),
+            &["weight", "packing"]
+        );
         assert_eq!(GuardSet::tier("all").unwrap().names().len(), 8);
-        assert_eq!(GuardSet::tier("3").unwrap().names(), &["weight", "packing", "shape"]);
+        assert_eq!(
+            GuardSet::tier("3").unwrap().names(),
+            &["weight", "packing", "shape"]
+        );
         assert!(GuardSet::tier("9").is_err());
-        assert_eq!(GuardSet::list("source,weight").unwrap().names(), &["weight", "source"]);
+        assert_eq!(
+            GuardSet::list("source,weight").unwrap().names(),
+            &["weight", "source"]
+        );
         assert!(GuardSet::list("wieght").is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! Non-blocking diagnostics: feedback for the agent that does not gate publication.
 
-use harch_engine::{Analysis, Repo};
 use harch_engine::ir::ModelIr;
+use harch_engine::{Analysis, Repo};
 
 use crate::report::Diagnostic;
 
@@ -27,8 +27,16 @@ fn graph_signature(def: &harch_engine::schema::ComponentDef) -> Vec<String> {
         .iter()
         .map(|(id, n)| {
             let n = &n.value;
-            let kind = n.op.clone().or_else(|| n.component.clone()).or_else(|| n.slot.clone()).unwrap_or_default();
-            let args: Vec<String> = n.args.iter().map(|(k, v)| format!("{k}={}", v.as_expr_text())).collect();
+            let kind =
+                n.op.clone()
+                    .or_else(|| n.component.clone())
+                    .or_else(|| n.slot.clone())
+                    .unwrap_or_default();
+            let args: Vec<String> = n
+                .args
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_expr_text()))
+                .collect();
             format!("{id}:{kind}({})", args.join(","))
         })
         .collect();
@@ -36,7 +44,12 @@ fn graph_signature(def: &harch_engine::schema::ComponentDef) -> Vec<String> {
     sig
 }
 
-pub fn check(repo: &Repo, ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
+pub fn check(
+    repo: &Repo,
+    ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let file = harch_engine::diag::Location::in_file(&ir.file);
     if let Some(act) = config.get("hidden_act").and_then(|v| v.as_str()) {
@@ -51,7 +64,22 @@ pub fn check(repo: &Repo, ir: &ModelIr, a: &Analysis, config: &serde_json::Value
             })
             .collect();
         if !want.is_empty() && !used.iter().any(|u| want.contains(&u.as_str())) {
-            out.push(Diagnostic::new("warning", code::ACTIVATION, format!("config hidden_act is `{act}` but the spec uses {}", if used.is_empty() { "no activation".to_string() } else { used.join(", ") }), file.clone()).hint("the MLP's activation op should realize config.hidden_act"));
+            out.push(
+                Diagnostic::new(
+                    "warning",
+                    code::ACTIVATION,
+                    format!(
+                        "config hidden_act is `{act}` but the spec uses {}",
+                        if used.is_empty() {
+                            "no activation".to_string()
+                        } else {
+                            used.join(", ")
+                        }
+                    ),
+                    file.clone(),
+                )
+                .hint("the MLP's activation op should realize config.hidden_act"),
+            );
         }
     }
     if let Some(card) = ir.model_card.as_ref().and_then(|c| c.params_total) {
@@ -61,13 +89,23 @@ pub fn check(repo: &Repo, ir: &ModelIr, a: &Analysis, config: &serde_json::Value
         }
     }
     for d in &ir.drafts {
-        let Some((draft, _)) = repo.component_def(d) else { continue };
+        let Some((draft, _)) = repo.component_def(d) else {
+            continue;
+        };
         let sig = graph_signature(draft);
         for name in repo.component_names() {
             if let Some((lib, false)) = repo.component_def(name)
                 && graph_signature(lib) == sig
             {
-                out.push(Diagnostic::new("warning", code::DUPLICATE_DRAFT, format!("draft `{d}` has the same graph as library component `{name}`"), harch_engine::diag::Location::in_file(&ir.file)).hint(format!("use `{name}` instead of a draft")));
+                out.push(
+                    Diagnostic::new(
+                        "warning",
+                        code::DUPLICATE_DRAFT,
+                        format!("draft `{d}` has the same graph as library component `{name}`"),
+                        harch_engine::diag::Location::in_file(&ir.file),
+                    )
+                    .hint(format!("use `{name}` instead of a draft")),
+                );
             }
         }
     }

@@ -61,7 +61,13 @@ fn labels(pattern: &str) -> Vec<String> {
     segs.iter()
         .enumerate()
         .filter(|(_, s)| **s == "#")
-        .map(|(k, _)| if k > 0 { segs[k - 1].to_string() } else { "index".to_string() })
+        .map(|(k, _)| {
+            if k > 0 {
+                segs[k - 1].to_string()
+            } else {
+                "index".to_string()
+            }
+        })
         .collect()
 }
 
@@ -77,7 +83,11 @@ fn display(pattern: &str) -> String {
                 let short = match l.as_str() {
                     "layers" => "i".to_string(),
                     "experts" => "e".to_string(),
-                    other => other.chars().next().map(|c| c.to_string()).unwrap_or_else(|| "n".into()),
+                    other => other
+                        .chars()
+                        .next()
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "n".into()),
                 };
                 format!("{{{short}}}")
             } else {
@@ -119,7 +129,13 @@ fn where_(pattern: &str, tuples: &[Vec<i128>]) -> String {
 }
 
 fn shape_str(s: &[i128]) -> String {
-    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn is_packed(s: &QuantSchemeDef) -> bool {
@@ -171,7 +187,12 @@ fn cartesian(indices: &[(String, Vec<i128>)]) -> Vec<Vec<i128>> {
     out
 }
 
-pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantSchemeDef>, overrides: &[(String, Location)]) -> Outcome {
+pub fn check(
+    a: &Analysis,
+    truth: &Truth,
+    schemes: &BTreeMap<String, QuantSchemeDef>,
+    overrides: &[(String, Location)],
+) -> Outcome {
     let mut entries: HashMap<String, Entry> = HashMap::new();
     let rows: &[WeightRow] = &a.weights;
     for (r, row) in rows.iter().enumerate() {
@@ -179,7 +200,13 @@ pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantScheme
         for (s, st) in row.stored.iter().enumerate() {
             for t in &tuples {
                 if let Some((pattern, tuple)) = canonical(&st.name, Some(t)) {
-                    entries.entry(pattern).or_default().spec.entry(tuple).or_default().push(Claim { row: r, stored: s });
+                    entries
+                        .entry(pattern)
+                        .or_default()
+                        .spec
+                        .entry(tuple)
+                        .or_default()
+                        .push(Claim { row: r, stored: s });
                 }
             }
         }
@@ -193,18 +220,47 @@ pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantScheme
 
     let mut found: BTreeMap<Key, Vec<Vec<i128>>> = BTreeMap::new();
     let mut matched = 0usize;
-    let spec_patterns: Vec<String> = entries.iter().filter(|(_, e)| !e.spec.is_empty()).map(|(p, _)| p.clone()).collect();
+    let spec_patterns: Vec<String> = entries
+        .iter()
+        .filter(|(_, e)| !e.spec.is_empty())
+        .map(|(p, _)| p.clone())
+        .collect();
     for (pattern, e) in &entries {
         for (tuple, claims) in &e.spec {
             let c = claims[0];
             let row = &rows[c.row];
             let st = &row.stored[c.stored];
             if claims.len() > 1 {
-                let others: Vec<String> = claims.iter().map(|c| a.nodes[rows[c.row].node].id.clone()).collect();
-                found.entry(Key { guard: "weight", code: code::CLAIMED_TWICE, pattern: pattern.clone(), row: Some(c.row), detail: format!("is claimed by {} spec leaves ({})", claims.len(), others.join(", ")) }).or_default().push(tuple.clone());
+                let others: Vec<String> = claims
+                    .iter()
+                    .map(|c| a.nodes[rows[c.row].node].id.clone())
+                    .collect();
+                found
+                    .entry(Key {
+                        guard: "weight",
+                        code: code::CLAIMED_TWICE,
+                        pattern: pattern.clone(),
+                        row: Some(c.row),
+                        detail: format!(
+                            "is claimed by {} spec leaves ({})",
+                            claims.len(),
+                            others.join(", ")
+                        ),
+                    })
+                    .or_default()
+                    .push(tuple.clone());
             }
             let Some(&k) = e.ckpt.get(tuple) else {
-                found.entry(Key { guard: "weight", code: code::MISSING, pattern: pattern.clone(), row: Some(c.row), detail: String::new() }).or_default().push(tuple.clone());
+                found
+                    .entry(Key {
+                        guard: "weight",
+                        code: code::MISSING,
+                        pattern: pattern.clone(),
+                        row: Some(c.row),
+                        detail: String::new(),
+                    })
+                    .or_default()
+                    .push(tuple.clone());
                 continue;
             };
             matched += 1;
@@ -216,32 +272,91 @@ pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantScheme
             let want_n: i128 = want.iter().product();
             let got_n: i128 = got.iter().product();
             if want_n != got_n {
-                let c = if packed { code::PACKED_ELEMENTS } else { code::ELEMENTS };
-                found.entry(Key { guard, code: c, pattern: pattern.clone(), row: Some(c_row(c, claims)), detail: format!("expected {} ({} elements) got {} ({} elements)", shape_str(&want), want_n, shape_str(&got), got_n) }).or_default().push(tuple.clone());
+                let c = if packed {
+                    code::PACKED_ELEMENTS
+                } else {
+                    code::ELEMENTS
+                };
+                found
+                    .entry(Key {
+                        guard,
+                        code: c,
+                        pattern: pattern.clone(),
+                        row: Some(c_row(c, claims)),
+                        detail: format!(
+                            "expected {} ({} elements) got {} ({} elements)",
+                            shape_str(&want),
+                            want_n,
+                            shape_str(&got),
+                            got_n
+                        ),
+                    })
+                    .or_default()
+                    .push(tuple.clone());
             } else if want != got {
-                let c = if packed { code::PACKED_ELEMENTS } else { code::LAYOUT };
+                let c = if packed {
+                    code::PACKED_ELEMENTS
+                } else {
+                    code::LAYOUT
+                };
                 found.entry(Key { guard, code: c, pattern: pattern.clone(), row: Some(c_row(c, claims)), detail: format!("expected {} got {} (same element count: transposed or split differently?)", shape_str(&want), shape_str(&got)) }).or_default().push(tuple.clone());
             }
             if st.dtype != t.dtype.as_str() {
-                let c = if packed { code::PACKED_DTYPE } else { code::DTYPE };
-                found.entry(Key { guard, code: c, pattern: pattern.clone(), row: Some(claims[0].row), detail: format!("stored as {} in the spec ({} format) but {} in the checkpoint", st.dtype, row.format, t.dtype) }).or_default().push(tuple.clone());
+                let c = if packed {
+                    code::PACKED_DTYPE
+                } else {
+                    code::DTYPE
+                };
+                found
+                    .entry(Key {
+                        guard,
+                        code: c,
+                        pattern: pattern.clone(),
+                        row: Some(claims[0].row),
+                        detail: format!(
+                            "stored as {} in the spec ({} format) but {} in the checkpoint",
+                            st.dtype, row.format, t.dtype
+                        ),
+                    })
+                    .or_default()
+                    .push(tuple.clone());
             }
         }
         for (tuple, _) in e.ckpt.iter().filter(|(t, _)| !e.spec.contains_key(*t)) {
-            found.entry(Key { guard: "weight", code: code::UNCLAIMED, pattern: pattern.clone(), row: None, detail: String::new() }).or_default().push(tuple.clone());
+            found
+                .entry(Key {
+                    guard: "weight",
+                    code: code::UNCLAIMED,
+                    pattern: pattern.clone(),
+                    row: None,
+                    detail: String::new(),
+                })
+                .or_default()
+                .push(tuple.clone());
         }
     }
 
     let mut weight = Vec::new();
     let mut packing = Vec::new();
     for (key, tuples) in found {
-        let loc = key.row.map(|r| a.nodes[rows[r].node].loc.clone()).unwrap_or_default();
+        let loc = key
+            .row
+            .map(|r| a.nodes[rows[r].node].loc.clone())
+            .unwrap_or_default();
         let name = display(&key.pattern);
         let at = where_(&key.pattern, &tuples);
         let n = tuples.len();
-        let count = if n > 1 { format!(" ({n} tensors)") } else { String::new() };
+        let count = if n > 1 {
+            format!(" ({n} tensors)")
+        } else {
+            String::new()
+        };
         let ex = &tuples[0];
-        let example = if key.pattern.contains('#') { format!("; e.g. `{}`", concrete(&key.pattern, ex)) } else { String::new() };
+        let example = if key.pattern.contains('#') {
+            format!("; e.g. `{}`", concrete(&key.pattern, ex))
+        } else {
+            String::new()
+        };
         let d = match key.code {
             code::UNCLAIMED => {
                 let dtype_shape = entries.get(&key.pattern).and_then(|e| e.ckpt.get(ex)).map(|&k| format!(" {} {}", tensors[k].dtype, shape_str(&tensors[k].shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
@@ -273,11 +388,25 @@ pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantScheme
 
     let checkpoint_bytes: i128 = truth.inventory.total_bytes() as i128;
     let spec_bytes = a.weight_bytes().v;
-    let summary = Summary { checkpoint_bytes, spec_bytes, byte_diff: spec_bytes - checkpoint_bytes, checkpoint_tensors: tensors.len(), matched_tensors: matched };
+    let summary = Summary {
+        checkpoint_bytes,
+        spec_bytes,
+        byte_diff: spec_bytes - checkpoint_bytes,
+        checkpoint_tensors: tensors.len(),
+        matched_tensors: matched,
+    };
     if summary.byte_diff != 0 {
         weight.push(
-            Diagnostic::new("weight", code::TOTAL_BYTES, format!("the spec stores {} bytes but the checkpoint holds {} (diff {:+})", spec_bytes, checkpoint_bytes, summary.byte_diff), Location::default())
-                .hint("total bytes are the final checksum: fix the per-tensor errors above"),
+            Diagnostic::new(
+                "weight",
+                code::TOTAL_BYTES,
+                format!(
+                    "the spec stores {} bytes but the checkpoint holds {} (diff {:+})",
+                    spec_bytes, checkpoint_bytes, summary.byte_diff
+                ),
+                Location::default(),
+            )
+            .hint("total bytes are the final checksum: fix the per-tensor errors above"),
         );
     }
     for (i, (leaf, loc)) in overrides.iter().enumerate() {
@@ -285,7 +414,11 @@ pub fn check(a: &Analysis, truth: &Truth, schemes: &BTreeMap<String, QuantScheme
             packing.push(Diagnostic::new("packing", code::OVERRIDE_UNUSED, format!("quant override `{leaf}` matches no weight leaf"), loc.clone()).hint("an override names leaves by glob over checkpoint names, e.g. `*.mlp.gate.e_score_correction_bias`"));
         }
     }
-    Outcome { weight, packing, summary }
+    Outcome {
+        weight,
+        packing,
+        summary,
+    }
 }
 
 fn c_row(_code: &str, claims: &[Claim]) -> usize {
@@ -316,14 +449,26 @@ mod tests {
     #[test]
     fn one_normalizer_for_both_sides() {
         let ck = canonical("model.layers.3.mlp.experts.17.down_proj.weight", None).unwrap();
-        let sp = canonical("model.layers.{i}.mlp.experts.{e}.down_proj.weight", Some(&[3, 17])).unwrap();
+        let sp = canonical(
+            "model.layers.{i}.mlp.experts.{e}.down_proj.weight",
+            Some(&[3, 17]),
+        )
+        .unwrap();
         assert_eq!(ck, sp);
-        assert_eq!(display(&ck.0), "model.layers.{i}.mlp.experts.{e}.down_proj.weight");
+        assert_eq!(
+            display(&ck.0),
+            "model.layers.{i}.mlp.experts.{e}.down_proj.weight"
+        );
     }
 
     #[test]
     fn grouped_where() {
-        let t: Vec<Vec<i128>> = (3..61).flat_map(|l| (0..256).map(move |e| vec![l, e])).collect();
-        assert_eq!(where_("model.layers.#.mlp.experts.#.w", &t), "layers 3-60, experts 0-255: ");
+        let t: Vec<Vec<i128>> = (3..61)
+            .flat_map(|l| (0..256).map(move |e| vec![l, e]))
+            .collect();
+        assert_eq!(
+            where_("model.layers.#.mlp.experts.#.w", &t),
+            "layers 3-60, experts 0-255: "
+        );
     }
 }

@@ -23,12 +23,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Read every YAML file under `root/specs` into a [`Repo`]; `extra` adds files from elsewhere
-/// (a spec being validated, its drafts), keyed the same way.
-pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo> {
+/// Every YAML file under `root/specs`, keyed by its path relative to `root`.
+pub fn read_spec_files(root: &Path) -> anyhow::Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
-    let specs = root.join("specs");
-    let mut stack = vec![specs.clone()];
+    let mut stack = vec![root.join("specs")];
     while let Some(dir) = stack.pop() {
         let entries =
             std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
@@ -48,6 +46,13 @@ pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo
             }
         }
     }
+    Ok(files)
+}
+
+/// Read the spec repository into a [`Repo`]; `extra` adds files from elsewhere (a spec being
+/// validated, its drafts), keyed the same way.
+pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo> {
+    let mut files = read_spec_files(root)?;
     for (k, v) in extra {
         files.insert(k.clone(), v.clone());
     }

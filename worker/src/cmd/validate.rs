@@ -43,7 +43,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render(&report, &s.truth_origin));
     }
-    Ok(if report.valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Compiler-style text: code, message, the YAML line, and a help with the correct form.
@@ -68,7 +72,11 @@ pub fn render(r: &Report, origin: &str) -> String {
     out.push_str(&if r.valid {
         format!("valid ({} warnings)\n", r.warnings.len())
     } else {
-        format!("invalid: {} errors, {} warnings\n", r.errors.len(), r.warnings.len())
+        format!(
+            "invalid: {} errors, {} warnings\n",
+            r.errors.len(),
+            r.warnings.len()
+        )
     });
     out
 }
@@ -93,7 +101,10 @@ fn diagnostic(kind: &str, d: &Diagnostic, root: &std::path::Path) -> String {
             let num = l.line.to_string();
             let pad = " ".repeat(num.len());
             let col = (l.column as usize).saturating_sub(1).min(line.len());
-            s.push_str(&format!("{pad} |\n{num} | {line}\n{pad} | {}^\n", " ".repeat(col)));
+            s.push_str(&format!(
+                "{pad} |\n{num} | {line}\n{pad} | {}^\n",
+                " ".repeat(col)
+            ));
         }
     }
     s.push_str(&format!("  = guard: {}\n", d.guard));
