@@ -201,6 +201,27 @@ impl Env {
     }
 }
 
+impl Drop for Env {
+    /// Removes the test queue's keys so repeated runs do not grow the Redis database.
+    fn drop(&mut self) {
+        if !matches!(self.backend, Backend::Redis) {
+            return;
+        }
+        let Ok(mut conn) =
+            ::redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
+        else {
+            return;
+        };
+        let keys: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("{}:*", self.queue))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: ::redis::RedisResult<()> = ::redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+    }
+}
+
 fn state(rec: &Value) -> &str {
     rec["state"].as_str().unwrap()
 }
@@ -491,6 +512,42 @@ fn sigterm_checkpoints_between_stages(b: Backend) {
     let rec = env.status(&id);
     assert_eq!(state(&rec), "succeeded", "{rec:#}");
     assert_eq!(stage(&rec, 0)["attempts"], 1);
+}
+
+/// The committed benchmark still runs and reports its figures (at a size tests can afford).
+#[test]
+fn bench_queue_reports_figures() {
+    let backends = if Env::new(Backend::Redis).is_some() {
+        "sqlite,redis"
+    } else {
+        "sqlite"
+    };
+    let Some(env) = Env::new(Backend::Sqlite) else {
+        return;
+    };
+    let out = env.run(&[
+        "bench-queue",
+        "--jobs",
+        "40",
+        "--backends",
+        backends,
+        "--redis-url",
+        &redis_url(),
+    ]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("DRAIN/S") && table.contains("OVERHEAD/JOB MS"),
+        "{table}"
+    );
+    for b in backends.split(',') {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(b))
+            .unwrap_or_else(|| panic!("no {b} row in {table}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[1], "40", "{row}");
+        assert_eq!(cols.last(), Some(&"0"), "failed jobs in {row}");
+    }
 }
 
 macro_rules! on_both_backends {

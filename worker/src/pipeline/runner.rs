@@ -240,6 +240,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                 }
                 let wait = settings.backoff(attempt);
                 store.update(id, |r| {
+                    r.stages[idx].state = StageState::Pending;
                     r.stages[idx].last_error = Some(msg.clone());
                     r.last_error = Some(format!("stage {spec}: {msg}"));
                     Ok(())
