@@ -4,6 +4,7 @@
 //! This crate owns all I/O of harch (files, network, processes); the crates below it take
 //! values. It must not re-derive quantities the engine computes.
 
+pub mod candidate;
 pub mod hub;
 pub mod pipeline;
 pub mod queue;
@@ -11,5 +12,6 @@ pub mod snapshot;
 pub mod source;
 pub mod specs;
 pub mod subject;
+pub mod synth;
 pub mod truth_dir;
 pub mod verify;

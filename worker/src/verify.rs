@@ -1,8 +1,12 @@
-//! LEAD'S FILE (placeholder written by the queue work, issue 5): the lead replaces this body with
-//! the real full validation of a library spec against a truth dir. Only the signature is fixed;
-//! the verify stage (`pipeline/stages/verify.rs`) calls it.
+//! Full validation of a library spec against a truth directory: what the verify stage and the
+//! re-validation job run. The worker never takes an agent's word for it.
 
 use std::path::Path;
+
+use anyhow::{Context, bail};
+use harch_guards::GuardSet;
+
+use crate::{source, specs, subject, truth_dir};
 
 /// The result of validating one model's spec against its truth.
 #[derive(Debug, Clone)]
@@ -13,12 +17,42 @@ pub struct VerifyOutcome {
     pub report_json: serde_json::Value,
 }
 
-/// Validates the library spec of `model_id` against the truth in `truth_dir` with guard `tier`.
+/// A guard selection as jobs carry it: a tier (`all`, `3`, `packing`) or a list of guards.
+pub fn guard_set(tier: &str) -> anyhow::Result<GuardSet> {
+    let t = if tier.is_empty() { "all" } else { tier };
+    GuardSet::tier(t)
+        .or_else(|_| GuardSet::list(t))
+        .map_err(|e| anyhow::anyhow!(e))
+}
+
+/// Validates the library spec serving `model_id`'s architecture against the truth in
+/// `truth_dir` with guard `tier`.
 pub fn validate_truth_dir(
     model_id: &str,
     truth_dir: &Path,
     tier: &str,
 ) -> anyhow::Result<VerifyOutcome> {
-    let _ = (model_id, truth_dir, tier);
-    Err(anyhow::anyhow!("validate is not available yet"))
+    let mut truth = truth_dir::load_truth_dir(truth_dir)
+        .with_context(|| format!("reading the truth of {model_id}"))?;
+    if truth.sources.is_empty()
+        && let Some(set) = source::resolve_native(&truth.config)
+    {
+        truth.sources = set.files;
+    }
+    let repo = specs::read_repo(&specs::root(), &[])?;
+    let archs = subject::architectures(&truth.config);
+    let Some(model) = archs
+        .iter()
+        .find_map(|a| repo.model_for_architecture(a))
+        .map(str::to_string)
+    else {
+        bail!("no library spec serves the architectures {archs:?} of {model_id}");
+    };
+    let (report, _) = harch_guards::validate(&repo, &model, &truth, &guard_set(tier)?);
+    Ok(VerifyOutcome {
+        valid: report.valid,
+        errors: report.errors.len(),
+        warnings: report.warnings.len(),
+        report_json: serde_json::to_value(&report)?,
+    })
 }

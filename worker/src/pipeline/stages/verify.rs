@@ -21,8 +21,13 @@ impl Stage for VerifyStage {
             }
             let model = cx.job.request.model_id.clone();
             let tier = cx.job.request.guards.clone();
+            // A spec the generate stage produced is checked again; otherwise the library's.
+            let generated = cx.stage_dir("generate").join("spec");
             // Validation is CPU work: keep it off the async threads that drive the queue.
             let outcome = tokio::task::spawn_blocking(move || {
+                if generated.join("models").is_dir() {
+                    return crate::candidate::verify_generated(&generated, &truth, &tier);
+                }
                 crate::verify::validate_truth_dir(&model, &truth, &tier)
             })
             .await
@@ -47,7 +52,7 @@ impl Stage for VerifyStage {
 
 /// The spec's total weight bytes minus the checkpoint's, when the report carries it.
 fn bytes_diff(report: &serde_json::Value) -> serde_json::Value {
-    ["/bytes_diff", "/weight/bytes_diff", "/totals/bytes_diff"]
+    ["/summary/byte_diff", "/bytes_diff"]
         .iter()
         .find_map(|p| report.pointer(p).filter(|v| v.is_number()).cloned())
         .unwrap_or(serde_json::Value::Null)

@@ -1,0 +1,81 @@
+//! Validating DeepSeek-V3 (91,991 tensors in 163 shard headers): wall time of reading the truth
+//! directory and of `validate` (load, one evaluation, every guard), and the process's peak
+//! memory. Run: `cargo bench -p harch-worker --bench validate_deepseek`.
+
+use std::time::{Duration, Instant};
+
+use harch_guards::GuardSet;
+use harch_worker::{snapshot, source, specs, subject, synth, truth_dir};
+
+const MODEL: &str = "deepseek-ai/DeepSeek-V3";
+const RUNS: usize = 15;
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let mut truth = snapshot::load_snapshot(MODEL).expect("bundled snapshot");
+    if let Some(src) = source::resolve_native(&truth.config) {
+        truth.sources = src.files;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    synth::write_sharded_truth_dir(&truth, 163, dir.path()).expect("truth dir");
+    let root = specs::root();
+    let (mut read, mut check, mut total) = (vec![], vec![], vec![]);
+    let mut last = None;
+    for _ in 0..RUNS {
+        let t0 = Instant::now();
+        let t = truth_dir::load_truth_dir(dir.path()).expect("load truth dir");
+        let t1 = Instant::now();
+        let repo = specs::read_repo(&root, &[]).expect("spec repo");
+        let model = subject::architectures(&t.config)
+            .iter()
+            .find_map(|a| repo.model_for_architecture(a))
+            .expect("spec")
+            .to_string();
+        let (report, _) = harch_guards::validate(&repo, &model, &t, &GuardSet::all());
+        let t2 = Instant::now();
+        read.push(t1 - t0);
+        check.push(t2 - t1);
+        total.push(t2 - t0);
+        last = Some(report);
+    }
+    let r = last.expect("ran");
+    println!(
+        "validate {MODEL}: {} tensors in 163 shard headers, valid = {}, errors = {}",
+        r.summary.checkpoint_tensors,
+        r.valid,
+        r.errors.len()
+    );
+    println!(
+        "  read truth dir (163 headers + index + config): median {:.1} ms, min {:.1} ms",
+        median(read.clone()).as_secs_f64() * 1e3,
+        read.iter().min().unwrap().as_secs_f64() * 1e3
+    );
+    println!(
+        "  load + evaluate + all guards:                  median {:.1} ms, min {:.1} ms",
+        median(check.clone()).as_secs_f64() * 1e3,
+        check.iter().min().unwrap().as_secs_f64() * 1e3
+    );
+    println!(
+        "  total:                                         median {:.1} ms, min {:.1} ms ({RUNS} runs)",
+        median(total.clone()).as_secs_f64() * 1e3,
+        total.iter().min().unwrap().as_secs_f64() * 1e3
+    );
+    if let Some(kib) = peak_rss_kib() {
+        println!("  peak RSS of the process: {:.1} MiB", kib as f64 / 1024.0);
+    }
+}
