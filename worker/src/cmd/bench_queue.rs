@@ -104,6 +104,7 @@ async fn measure(settings: Arc<Settings>, backend: &str, n: usize) -> anyhow::Re
             stages: vec!["noop".into()],
             priority: 0,
             offline: true,
+            exclude_library_spec: false,
         })
         .collect();
     let t = Instant::now();

@@ -31,6 +31,10 @@ pub struct Args {
     /// Use the bundled snapshots instead of the Hub.
     #[arg(long)]
     pub offline: bool,
+    /// Generate as if the library had no spec of this model (its own spec is hidden from the
+    /// agent), e.g. to check that a library model can be regenerated.
+    #[arg(long, alias = "exclude-library-spec")]
+    pub fresh: bool,
     /// What the job does.
     #[arg(long, value_enum, default_value = "generate")]
     pub kind: JobKind,
@@ -59,6 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             stages: stages.clone(),
             priority: args.priority,
             offline: args.offline,
+            exclude_library_spec: args.fresh,
         })
         .collect();
     let registry = StageRegistry::builtin();

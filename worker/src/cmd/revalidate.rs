@@ -53,6 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .collect(),
             priority: 0,
             offline: args.offline,
+            exclude_library_spec: false,
         })
         .collect();
     let registry = StageRegistry::builtin();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::bail;
 
 use super::stage::{Stage, StageError, split_stage_name};
-use super::stages::{fetch::FetchStage, probe, verify::VerifyStage};
+use super::stages::{fetch::FetchStage, generate::GenerateStage, probe, verify::VerifyStage};
 
 /// The pipeline's stages, in order. Later issues register generate, review, fix and publish.
 pub const PIPELINE: [&str; 6] = ["fetch", "generate", "verify", "review", "fix", "publish"];
@@ -27,6 +27,7 @@ impl StageRegistry {
     pub fn builtin() -> StageRegistry {
         let mut r = StageRegistry::default();
         r.register("fetch", Arc::new(FetchStage));
+        r.register("generate", Arc::new(GenerateStage));
         r.register("verify", Arc::new(VerifyStage));
         r.register("noop", Arc::new(probe::Noop));
         r.register("sleep", Arc::new(probe::Sleep));
@@ -117,9 +118,9 @@ mod tests {
     #[test]
     fn planned_stages_fail_permanently_until_registered() {
         let r = StageRegistry::builtin();
-        match r.get("generate") {
-            Err(StageError::Permanent(m)) => assert!(m.contains("generate"), "{m}"),
-            _ => panic!("generate should not be available yet"),
+        match r.get("review") {
+            Err(StageError::Permanent(m)) => assert!(m.contains("review"), "{m}"),
+            _ => panic!("review should not be available yet"),
         }
         assert!(r.get("sleep:5").is_ok());
     }

@@ -67,6 +67,59 @@ pub struct AgentSettings {
     pub max_turns: u32,
     pub max_cost_usd: f64,
     pub timeout_s: u64,
+    #[serde(default = "defaults::attempts")]
+    pub attempts: u32,
+    #[serde(default = "defaults::max_output_mib")]
+    pub max_output_mib: u64,
+    #[serde(default = "defaults::yes")]
+    pub require_landlock: bool,
+    #[serde(default)]
+    pub sandbox_user: String,
+    #[serde(default = "defaults::claude")]
+    pub claude_bin: String,
+    #[serde(default = "defaults::codex")]
+    pub codex_bin: String,
+    #[serde(default = "defaults::kimi")]
+    pub kimi_bin: String,
+    #[serde(default = "defaults::openai_base_url")]
+    pub openai_base_url: String,
+    #[serde(default = "defaults::openai_model")]
+    pub openai_model: String,
+    #[serde(default = "defaults::openai_api_key_env")]
+    pub openai_api_key_env: String,
+    #[serde(default)]
+    pub prompt_notes: String,
+}
+
+/// Defaults of agent settings added after queue.toml files were written.
+mod defaults {
+    pub fn attempts() -> u32 {
+        3
+    }
+    pub fn max_output_mib() -> u64 {
+        64
+    }
+    pub fn yes() -> bool {
+        true
+    }
+    pub fn claude() -> String {
+        "claude".into()
+    }
+    pub fn codex() -> String {
+        "codex".into()
+    }
+    pub fn kimi() -> String {
+        "kimi".into()
+    }
+    pub fn openai_base_url() -> String {
+        "https://api.openai.com/v1".into()
+    }
+    pub fn openai_model() -> String {
+        "gpt-5".into()
+    }
+    pub fn openai_api_key_env() -> String {
+        "OPENAI_API_KEY".into()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -207,6 +260,25 @@ impl Settings {
         over!("HARCH_AGENT_MAX_TURNS", self.agent.max_turns, num);
         over!("HARCH_AGENT_MAX_COST_USD", self.agent.max_cost_usd, num);
         over!("HARCH_AGENT_TIMEOUT_S", self.agent.timeout_s, num);
+        over!("HARCH_AGENT_ATTEMPTS", self.agent.attempts, num);
+        over!("HARCH_AGENT_MAX_OUTPUT_MIB", self.agent.max_output_mib, num);
+        over!(
+            "HARCH_AGENT_REQUIRE_LANDLOCK",
+            self.agent.require_landlock,
+            num
+        );
+        over!("HARCH_SANDBOX_USER", self.agent.sandbox_user, text);
+        over!("HARCH_CLAUDE_BIN", self.agent.claude_bin, text);
+        over!("HARCH_CODEX_BIN", self.agent.codex_bin, text);
+        over!("HARCH_KIMI_BIN", self.agent.kimi_bin, text);
+        over!("HARCH_OPENAI_BASE_URL", self.agent.openai_base_url, text);
+        over!("HARCH_OPENAI_MODEL", self.agent.openai_model, text);
+        over!(
+            "HARCH_OPENAI_API_KEY_ENV",
+            self.agent.openai_api_key_env,
+            text
+        );
+        over!("HARCH_PROMPT_NOTES", self.agent.prompt_notes, text);
         over!("HARCH_PUBLISH_REPO", self.publish.repo, text);
         over!("HARCH_PUBLISH_BASE_BRANCH", self.publish.base_branch, text);
         over!(
@@ -232,6 +304,9 @@ impl Settings {
         }
         if self.queue.missed_heartbeats == 0 {
             bail!("queue.missed_heartbeats must be at least 1");
+        }
+        if self.agent.attempts == 0 {
+            bail!("agent.attempts must be at least 1");
         }
         if self.retry.max_attempts == 0 {
             bail!("retry.max_attempts must be at least 1");

@@ -146,6 +146,10 @@ pub struct JobRequest {
     pub stages: Vec<String>,
     pub priority: u32,
     pub offline: bool,
+    /// Generate without the library's own spec of this model (hidden from the agent's workspace
+    /// and prompt), so a library model can be regenerated from its truth alone.
+    #[serde(default)]
+    pub exclude_library_spec: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

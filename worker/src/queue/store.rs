@@ -278,6 +278,7 @@ mod tests {
             stages: vec!["noop".into()],
             priority: 0,
             offline: true,
+            exclude_library_spec: false,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The stages this crate provides; generate, review, fix and publish come with later issues.
 
 pub mod fetch;
+pub mod generate;
 pub mod probe;
 pub mod verify;

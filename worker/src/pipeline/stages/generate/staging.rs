@@ -1,0 +1,234 @@
+//! Building the agent's workspace for one job: the job's truth (as fetched, plus forward source
+//! and a range-compressed tensor list when the truth dir lacks them), the spec library's shared
+//! parts and components, the other library model specs as read-only examples (the target's own
+//! spec left out when the job asks), and a `validate` on PATH that is this very binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use harch_engine::Repo;
+use harch_guards::truth::{Truth, ranges};
+use harch_sandbox::{StageSpec, StagedFile, ValidateCommand, Workspace};
+
+use crate::queue::config::AgentSettings;
+use crate::truth_dir;
+
+/// Where example model specs are staged, relative to `specs/` (not a path the spec loader reads).
+pub const EXAMPLES_DIR: &str = "examples";
+
+/// What the generate loop needs besides the workspace.
+pub struct Staged {
+    pub ws: Workspace,
+    pub truth: Truth,
+    /// The shared spec library (arch, quant, components), for the worker's own validation.
+    pub library: BTreeMap<String, String>,
+    /// The library as the prompt shows it: shared parts plus example model specs.
+    pub prompt_repo: Repo,
+    /// File name of the spec the agent writes under `specs/models/`.
+    pub spec_file: String,
+    /// The library spec hidden from the agent (`specs/models/llama.yaml`), when one was.
+    pub excluded: Option<String>,
+}
+
+impl Staged {
+    pub fn spec_path(&self) -> String {
+        format!("specs/models/{}", self.spec_file)
+    }
+}
+
+pub struct StageRequest<'a> {
+    pub model_id: &'a str,
+    /// The fetch stage's truth dir.
+    pub truth_dir: &'a Path,
+    /// The repository holding `specs/`.
+    pub spec_root: &'a Path,
+    /// Scratch dir of this stage: the workspace lives in `<work>/sandbox`.
+    pub work: &'a Path,
+    pub exclude_library_spec: bool,
+    pub settings: &'a AgentSettings,
+}
+
+/// The job's truth: the truth dir, with native forward source when it has none.
+pub fn load_truth(truth_dir: &Path) -> anyhow::Result<Truth> {
+    let mut truth = truth_dir::load_truth_dir(truth_dir)
+        .with_context(|| format!("reading truth directory {}", truth_dir.display()))?;
+    if truth.sources.is_empty()
+        && let Some(set) = crate::source::resolve_native(&truth.config)
+    {
+        truth.sources = set.files;
+    }
+    Ok(truth)
+}
+
+/// The spec's file name: the config's `model_type` (as the library names its specs), else the
+/// model id's name part.
+pub fn spec_file_name(model_id: &str, config: &serde_json::Value) -> String {
+    let stem = crate::source::model_type_dir(config).unwrap_or_else(|| {
+        model_id
+            .rsplit('/')
+            .next()
+            .unwrap_or(model_id)
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .collect()
+    });
+    format!("{stem}.yaml")
+}
+
+pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
+    let truth = load_truth(req.truth_dir)?;
+    let all = crate::specs::read_spec_files(req.spec_root)?;
+    let library = crate::candidate::library_files(req.spec_root)?;
+    let full_repo = Repo::from_files(all.clone());
+    let own = crate::subject::architectures(&truth.config)
+        .iter()
+        .find_map(|a| full_repo.model_for_architecture(a))
+        .and_then(|m| full_repo.model_file(m))
+        .map(str::to_string);
+    let excluded = own.filter(|_| req.exclude_library_spec);
+    let examples: BTreeMap<String, String> = all
+        .iter()
+        .filter(|(k, _)| k.starts_with("specs/models/") && Some(*k) != excluded.as_ref())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut prompt_files = library.clone();
+    prompt_files.extend(examples.clone());
+    let prompt_repo = Repo::from_files(prompt_files);
+
+    std::fs::create_dir_all(req.work)
+        .with_context(|| format!("creating {}", req.work.display()))?;
+    let work = req
+        .work
+        .canonicalize()
+        .with_context(|| format!("resolving {}", req.work.display()))?;
+    let examples_src = work.join("examples-src");
+    let _ = std::fs::remove_dir_all(&examples_src);
+    std::fs::create_dir_all(&examples_src)?;
+    for (key, text) in &examples {
+        let name = key.rsplit('/').next().unwrap_or(key);
+        std::fs::write(examples_src.join(name), text)?;
+    }
+
+    let sandbox_dir = work.join("sandbox");
+    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"))?;
+    let spec_file = spec_file_name(req.model_id, &truth.config);
+    let run_as = sandbox_user(&req.settings.sandbox_user)?;
+    if let Some((uid, _)) = run_as {
+        check_traversable(&sandbox_dir, uid)?;
+    }
+    let mut spec = StageSpec {
+        truth_files: truth_files(req.truth_dir, &truth)?,
+        validate: Some(ValidateCommand {
+            worker_bin: validate_bin,
+            args: vec![
+                format!("{{specs}}/models/{spec_file}"),
+                "--truth".into(),
+                "{truth}".into(),
+            ],
+        }),
+        run_as,
+        ..StageSpec::default()
+    }
+    .with_spec_repo(&req.spec_root.join("specs"));
+    spec.support_dirs
+        .push((PathBuf::from(EXAMPLES_DIR), examples_src.clone()));
+    spec.fs_policy.require_landlock = req.settings.require_landlock;
+    let ws = Workspace::create(&sandbox_dir, &spec)
+        .with_context(|| format!("staging the workspace in {}", sandbox_dir.display()))?;
+    Ok(Staged {
+        ws,
+        truth,
+        library,
+        prompt_repo,
+        spec_file,
+        excluded,
+    })
+}
+
+/// Every file of the truth dir as fetched, plus the forward source and `inventory.txt` when the
+/// dir lacks them (validate reads headers first; the list is for the agent to read).
+fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let path = e?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.is_file() {
+                let rel = path.strip_prefix(dir).unwrap_or(&path).to_path_buf();
+                out.push(StagedFile::copy(rel, path));
+            }
+        }
+    }
+    let has = |rel: &str| out.iter().any(|f| f.dest == Path::new(rel));
+    let mut extra = Vec::new();
+    if !has(truth_dir::INVENTORY) {
+        extra.push(StagedFile::bytes(
+            truth_dir::INVENTORY,
+            ranges::compress(&truth.inventory.tensors),
+        ));
+    }
+    for (name, text) in &truth.sources {
+        let rel = format!("{}/{name}", truth_dir::SOURCE_DIR);
+        if !has(&rel) {
+            extra.push(StagedFile::bytes(rel, text.clone()));
+        }
+    }
+    out.extend(extra);
+    Ok(out)
+}
+
+/// `validate` runs this binary with the workspace as its spec root, whatever directory the agent
+/// calls it from (the sandbox clears the environment, so the wrapper sets it).
+fn write_validate_wrapper(work: &Path, workspace: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = std::env::current_exe().context("locating the harch-worker binary")?;
+    let quote = |p: &Path| format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"));
+    let script = format!(
+        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} exec {} \"$@\"\n",
+        quote(workspace),
+        quote(&exe)
+    );
+    let path = work.join("harch-worker-in-workspace");
+    crate::queue::store::write_atomic(&path, script.as_bytes())?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555))?;
+    Ok(path)
+}
+
+/// The (uid, gid) agents run as: `user` when the worker is root, nobody else.
+fn sandbox_user(user: &str) -> anyhow::Result<Option<(u32, u32)>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || user.trim().is_empty() {
+        return Ok(None);
+    }
+    let name = std::ffi::CString::new(user.trim())?;
+    // SAFETY: a valid C string; the result is read at once, before any other passwd call.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        bail!("agent.sandbox_user `{user}` does not exist on this machine");
+    }
+    // SAFETY: non-null pointer returned by getpwnam.
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    Ok(Some((uid, gid)))
+}
+
+/// The sandbox user must be able to reach its workspace: every existing ancestor needs o+x.
+fn check_traversable(dir: &Path, uid: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let abs = std::path::absolute(dir)?;
+    for a in abs.ancestors().skip(1) {
+        let Ok(m) = std::fs::metadata(a) else {
+            continue;
+        };
+        if m.uid() != uid && m.mode() & 0o001 == 0 {
+            bail!(
+                "the sandbox user (uid {uid}) cannot reach {}: {} is not traversable by others (chmod o+x, or put worker.data_dir elsewhere)",
+                dir.display(),
+                a.display()
+            );
+        }
+    }
+    Ok(())
+}

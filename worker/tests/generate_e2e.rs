@@ -1,0 +1,309 @@
+//! The generate stage end to end, through the real `harch-worker` binary: `enqueue --fresh` a
+//! library model (its own spec hidden from the agent), `run --once`, and a valid spec at the
+//! end, once per backend. The fake `claude`, `codex` and `kimi` under
+//! tests/fixtures/agents/ print their CLIs' real output formats, write REAL spec YAML (the
+//! library's llama.yaml with one wrong dim binding first) and call the REAL `validate` staged on
+//! their PATH; the openai backend talks to a local OpenAI-compatible server (wiremock) that
+//! scripts the same tool calls. Misbehaving agents: a hang, exit 0 without a spec, writes
+//! outside the workspace, an output flood, a claim of success with an invalid spec.
+//!
+//! Needs the forward source of llama (scripts/fetch-transformers-src, or HARCH_TRANSFORMERS_SRC).
+//! Tests that need Landlock skip without it unless HARCH_REQUIRE_LANDLOCK is set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_harch-worker");
+const MODEL: &str = "meta-llama/Llama-3.1-8B";
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn landlock() -> bool {
+    if harch_sandbox::landlock_abi().is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_none(),
+        "HARCH_REQUIRE_LANDLOCK is set but this kernel has no Landlock"
+    );
+    false
+}
+
+struct Env {
+    tmp: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Env {
+    /// A data dir the sandbox user can reach, the fakes with the library's current llama spec
+    /// next to them, and short limits.
+    fn new(agent: &str, scenario: &str) -> Env {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let fakes = tmp.path().join("agents");
+        std::fs::create_dir_all(&fakes).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        for e in std::fs::read_dir(&src).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, fakes.join(p.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(project_root().join("specs/models/llama.yaml"), fakes.join("llama.yaml"))
+            .unwrap();
+        let mut env: Vec<(String, String)> = vec![
+            ("HARCH_QUEUE_URL".into(), format!("sqlite://{}", tmp.path().join("q.sqlite").display())),
+            ("HARCH_DATA_DIR".into(), tmp.path().join("data").display().to_string()),
+            ("HARCH_HEARTBEAT_MS".into(), "1000".into()),
+            ("HARCH_RETRY_BACKOFF_INITIAL_MS".into(), "50".into()),
+            ("HARCH_RETRY_BACKOFF_MAX_MS".into(), "100".into()),
+            ("HARCH_RETRY_MAX_ATTEMPTS".into(), "2".into()),
+            ("HARCH_AGENT".into(), agent.into()),
+            ("HARCH_AGENT_ATTEMPTS".into(), "3".into()),
+            ("HARCH_AGENT_TIMEOUT_S".into(), "60".into()),
+            ("HARCH_AGENT_REQUIRE_LANDLOCK".into(), landlock().to_string()),
+            ("HARCH_SANDBOX_USER".into(), "nobody".into()),
+            ("HARCH_PROMPT_NOTES".into(), format!("SCENARIO: {scenario}")),
+            ("RUST_LOG".into(), "warn".into()),
+            // Publishing credentials in the worker's environment must never reach an agent.
+            ("GITHUB_TOKEN".into(), "ghp_never_in_the_sandbox".into()),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-test".into()),
+            ("CODEX_API_KEY".into(), "sk-codex-test".into()),
+            ("KIMI_API_KEY".into(), "sk-kimi-test".into()),
+        ];
+        for cli in ["claude", "codex", "kimi"] {
+            env.push((
+                format!("HARCH_{}_BIN", cli.to_uppercase()),
+                fakes.join(cli).display().to_string(),
+            ));
+        }
+        Env { tmp, env }
+    }
+
+    fn set(mut self, k: &str, v: &str) -> Env {
+        self.env.retain(|(key, _)| key != k);
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args).current_dir(self.tmp.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("HARCH_") && k != "HARCH_TRANSFORMERS_SRC" {
+                c.env_remove(k);
+            }
+        }
+        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "harch-worker {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Enqueues the model (fresh: its library spec hidden), runs the worker until the queue is
+    /// empty, and returns the job record.
+    fn job(&self) -> Value {
+        let out = self.run(&[
+            "enqueue", "--offline", "--fresh", "--stages", "fetch,generate,verify", MODEL,
+        ]);
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        self.run(&["run", "--once", "--concurrency", "1"]);
+        serde_json::from_slice(&self.run(&["status", &id, "--json"]).stdout).unwrap()
+    }
+
+    fn job_dir(&self, rec: &Value) -> PathBuf {
+        self.tmp.path().join("data/jobs").join(rec["id"].as_str().unwrap())
+    }
+}
+
+fn stage<'a>(rec: &'a Value, name: &str) -> &'a Value {
+    rec["stages"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
+}
+
+fn attempts(rec: &Value) -> Vec<Value> {
+    stage(rec, "generate")["summary"]["attempts"].as_array().cloned().unwrap_or_default()
+}
+
+/// The job succeeded through verify with the spec the agent fixed on its second validate, after
+/// a first attempt... and the accepted spec is the library's own text, which the agent never saw.
+fn assert_generated_valid(env: &Env, rec: &Value) {
+    assert_eq!(rec["state"], "succeeded", "{rec:#}");
+    let generate = stage(rec, "generate");
+    assert_eq!(generate["summary"]["valid"], true, "{generate:#}");
+    assert_eq!(generate["summary"]["excluded_library_spec"], "specs/models/llama.yaml");
+    assert_eq!(stage(rec, "verify")["summary"]["valid"], true, "{rec:#}");
+    let dir = env.job_dir(rec);
+    let spec = std::fs::read_to_string(dir.join("generate/spec/models/llama.yaml")).unwrap();
+    let library = std::fs::read_to_string(project_root().join("specs/models/llama.yaml")).unwrap();
+    assert_eq!(spec, library);
+    // The agent's workspace never held the library's llama spec.
+    let examples = dir.join("work/generate/sandbox/workspace/specs/examples");
+    assert!(examples.join("qwen3.yaml").is_file());
+    assert!(!examples.join("llama.yaml").exists());
+    let prompt = std::fs::read_to_string(dir.join("generate/prompt-1.md")).unwrap();
+    assert!(!prompt.contains("model: llama\n"), "the hidden spec leaked into the prompt");
+    assert!(prompt.contains("model.layers.{0-31}.self_attn.k_proj.weight"));
+}
+
+/// The fake fixed the spec from validate's errors inside one run: one attempt, valid, with the
+/// agent's usage recorded.
+fn assert_fixed_in_one_attempt(rec: &Value) {
+    let a = attempts(rec);
+    assert_eq!(a.len(), 1, "{a:#?}");
+    assert_eq!(a[0]["valid"], true);
+    assert_eq!(a[0]["spec_written"], true);
+    assert!(a[0]["wall_ms"].as_u64().is_some());
+    assert!(a[0]["prompt_bytes"].as_u64().unwrap() > 50_000);
+}
+
+#[test]
+fn claude_writes_a_wrong_spec_reads_validate_and_fixes_it() {
+    let env = Env::new("claude", "fix");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    assert_fixed_in_one_attempt(&rec);
+    let a = &attempts(&rec)[0];
+    assert_eq!(a["turns"], 5);
+    assert_eq!(a["input_tokens"], 1500);
+    assert_eq!(a["output_tokens"], 150);
+    assert_eq!(a["cost_usd"], 0.0125);
+    assert_eq!(stage(&rec, "generate")["usage"]["turns"], 5);
+    // The agent really ran validate and saw the wrong binding first.
+    let transcript = std::fs::read_to_string(env.job_dir(&rec).join("generate/logs/generate-1.claude.jsonl")).unwrap();
+    assert!(transcript.contains(r#"\"valid\": false"#), "{transcript}");
+    assert!(transcript.contains(r#"\"valid\": true"#), "{transcript}");
+    let agent_env = std::fs::read_dir(env.job_dir(&rec).join("work/generate/sandbox/home")).unwrap();
+    drop(agent_env);
+}
+
+#[test]
+fn codex_writes_a_wrong_spec_reads_validate_and_fixes_it() {
+    let env = Env::new("codex", "fix");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    assert_fixed_in_one_attempt(&rec);
+    assert_eq!(attempts(&rec)[0]["input_tokens"], 2400);
+}
+
+#[test]
+fn kimi_writes_a_wrong_spec_reads_validate_and_fixes_it() {
+    let env = Env::new("kimi", "fix");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    assert_fixed_in_one_attempt(&rec);
+    assert_eq!(attempts(&rec)[0]["turns"], 5);
+}
+
+#[test]
+fn a_claim_of_success_with_an_invalid_spec_is_not_accepted() {
+    let env = Env::new("claude", "claim");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    let a = attempts(&rec);
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_eq!(a[0]["claimed_success"], true);
+    assert_eq!(a[0]["valid"], false);
+    assert!(a[0]["errors"].as_u64().unwrap() > 0);
+    // The retry prompt carries the worker's errors and says the claim was not accepted.
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    assert!(p2.contains("(attempt 1) was rejected"), "{}", &p2[..2000.min(p2.len())]);
+    assert!(p2.contains("k_proj"));
+    assert!(p2.contains("reported success, but the worker's own validation did not accept"));
+    assert_eq!(a[1]["valid"], true);
+    assert_eq!(stage(&rec, "generate")["usage"]["turns"].as_u64().unwrap(), 3 + 5);
+}
+
+#[test]
+fn an_agent_that_writes_nothing_is_retried_and_then_fails_the_job_cleanly() {
+    // Exit 0 with a claim and no spec: retried with a note; the fake behaves on the retry.
+    let env = Env::new("claude", "noop");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    let a = attempts(&rec);
+    assert_eq!((a[0]["spec_written"].clone(), a[0]["claimed_success"].clone()), (json!(false), json!(true)));
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    assert!(p2.contains("No spec was written at `specs/models/llama.yaml`."));
+
+    // With a budget of one attempt the job fails permanently, saying why.
+    let env = Env::new("claude", "noop").set("HARCH_AGENT_ATTEMPTS", "1");
+    let rec = env.job();
+    assert_eq!(rec["state"], "failed", "{rec:#}");
+    assert_eq!(rec["failure"], "permanent");
+    let err = rec["last_error"].as_str().unwrap();
+    assert!(err.contains("no valid spec at specs/models/llama.yaml after 1 agent attempts"), "{err}");
+    assert!(err.contains("no spec written"), "{err}");
+    assert_eq!(stage(&rec, "verify")["state"], "pending");
+}
+
+#[test]
+fn a_hanging_agent_is_killed_at_its_timeout_and_the_job_fails_cleanly() {
+    let env = Env::new("claude", "hang")
+        .set("HARCH_AGENT_TIMEOUT_S", "2")
+        .set("HARCH_AGENT_ATTEMPTS", "1");
+    let started = std::time::Instant::now();
+    let rec = env.job();
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    assert_eq!(rec["state"], "failed", "{rec:#}");
+    let a = attempts(&rec);
+    assert_eq!(a[0]["failure"], "timeout", "{a:#?}");
+    let err = rec["last_error"].as_str().unwrap();
+    assert!(err.contains("ended: timeout"), "{err}");
+    // Its child was killed with it.
+    let pid_file = env.job_dir(&rec).join("work/generate/sandbox/home/child.pid");
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    assert!(!Path::new(&format!("/proc/{}", pid.trim())).exists(), "child {pid} survived");
+}
+
+#[test]
+fn a_hang_then_a_working_retry_succeeds() {
+    let env = Env::new("claude", "hang").set("HARCH_AGENT_TIMEOUT_S", "2");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    let a = attempts(&rec);
+    assert_eq!(a[0]["failure"], "timeout");
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    assert!(p2.contains("stopped at its time limit"));
+}
+
+#[test]
+fn an_output_flood_is_capped_and_the_retry_succeeds() {
+    let env = Env::new("claude", "flood").set("HARCH_AGENT_MAX_OUTPUT_MIB", "1");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    let a = attempts(&rec);
+    assert_eq!(a[0]["failure"], "output_limit", "{a:#?}");
+    let log = env.job_dir(&rec).join("generate/logs/generate-1.claude.jsonl");
+    assert_eq!(std::fs::metadata(log).unwrap().len(), 1 << 20);
+}
+
+#[test]
+fn writes_outside_the_workspace_are_blocked() {
+    if !landlock() {
+        eprintln!("skipping: no Landlock on this kernel");
+        return;
+    }
+    let env = Env::new("claude", "escape");
+    let rec = env.job();
+    assert_generated_valid(&env, &rec);
+    let dir = env.job_dir(&rec);
+    let transcript = std::fs::read_to_string(dir.join("generate/logs/generate-1.claude.jsonl")).unwrap();
+    assert!(!transcript.contains("wrote "), "{transcript}");
+    assert_eq!(transcript.matches("blocked ").count(), 4, "{transcript}");
+    assert!(!dir.join("work/generate/sandbox/escape.txt").exists());
+    assert!(!dir.join("work/generate/escape.txt").exists());
+    assert!(!dir.join("work/generate/sandbox/workspace/specs/components/library/evil.yaml").exists());
+    let config = std::fs::read_to_string(dir.join("work/generate/sandbox/workspace/truth/config.json")).unwrap();
+    assert!(!config.contains("pwned"));
+}
