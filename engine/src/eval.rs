@@ -9,7 +9,7 @@ use std::rc::Rc;
 use indexmap::IndexMap;
 
 use crate::analysis::*;
-use crate::diag::{Location, SpecError, code};
+use crate::diag::{Location, SpecError, closest, code};
 use crate::expr::{self, Env, EvalError, Expr, Val};
 use crate::ir::*;
 use crate::ops::{self, Args, OpError, Shape};
@@ -165,10 +165,19 @@ impl NodeArgs<'_> {
             EvalError::UnknownName(_) | EvalError::MissingConfig(_) => code::UNBOUND,
             _ => code::EVAL,
         };
+        let hint = match &e {
+            EvalError::UnknownName(n) => {
+                Some(match closest(n, self.env.env.keys().map(String::as_str)) {
+                    Some(c) => format!("`{n}` is not a dim of this component; did you mean `{c}`?"),
+                    None => format!("`{n}` is not a dim of this component"),
+                })
+            }
+            _ => None,
+        };
         OpError {
             code,
             message: format!("argument `{name}: {raw}`: {e}"),
-            hint: None,
+            hint,
         }
     }
 }
@@ -381,6 +390,23 @@ impl<'a> Walker<'a> {
             let inputs: Option<Vec<Flow>> =
                 node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
             let Some(inputs) = inputs else { continue };
+            if let Some(w) = &node.when {
+                match expr::eval_bool(w, &self.env_of(&env)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // As inside components: a disabled node passes its first input through.
+                        if let Some(first) = inputs.first() {
+                            flows.insert(node.id.clone(), first.clone());
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        let msg = format!("`when` of `{}`: {e}", node.id);
+                        self.error(code::EVAL, msg, &node.loc, None);
+                        continue;
+                    }
+                }
+            }
             let scope = Scope {
                 env: env.clone(),
                 block_env: env.clone(),
@@ -982,6 +1008,15 @@ impl<'a> Walker<'a> {
                 return None;
             }
         };
+        if let Some((c, msg)) = bad_size(&out, &scope.count) {
+            self.error(
+                c,
+                format!("{id}: {msg}"),
+                &loc,
+                Some("check the dims this node's args and input shape are built from".into()),
+            );
+            return None;
+        }
         let window = window.or(window_in);
         let params = Q::sum(
             &out.leaves
@@ -1363,6 +1398,33 @@ impl<'a> Walker<'a> {
             }
         }
     }
+}
+
+/// Sizes an op produced that cannot be real: negative, or beyond 128-bit arithmetic once
+/// multiplied by the node's copies. Later totals add such sizes, so they are stopped here.
+fn bad_size(out: &ops::OpOut, count: &Q) -> Option<(&'static str, String)> {
+    let mut sizes: Vec<Q> = out.shape.iter().filter_map(|a| a.dim().cloned()).collect();
+    for l in &out.leaves {
+        sizes.extend(l.shape.iter().cloned());
+        sizes.push(&Q::product(&l.shape) * count);
+    }
+    if let Some(s) = &out.state {
+        sizes.push(&Q::product(s) * count);
+    }
+    sizes.push(&out.flops_fixed * count);
+    sizes.push(&out.flops_per_ctx * count);
+    if sizes.iter().any(Q::overflowed) {
+        return Some((
+            code::OVERFLOW,
+            "its shape, weights or FLOPs exceed 128-bit integers".into(),
+        ));
+    }
+    sizes.iter().find(|q| q.v < 0).map(|q| {
+        (
+            code::EVAL,
+            format!("a size evaluates to {}, below zero", q.v),
+        )
+    })
 }
 
 /// Whether a node's value flows (through any chain of nodes) into an attention op.

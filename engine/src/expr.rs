@@ -609,7 +609,8 @@ fn binary(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
                 if y.v == 0 {
                     return Err(EvalError::NotDivisible("remainder by zero".into()));
                 }
-                Val::Int(Q::lit(x.v.rem_euclid(y.v)))
+                // Only i128::MIN % -1 overflows, and its remainder is 0.
+                Val::Int(Q::lit(x.v.checked_rem_euclid(y.v).unwrap_or(0)))
             }
             Lt => Val::Bool(x.v < y.v),
             Le => Val::Bool(x.v <= y.v),
@@ -684,8 +685,9 @@ fn call(name: &str, vals: &[Val]) -> Result<Val, EvalError> {
             if b.v <= 0 {
                 return Err(EvalError::NotDivisible(format!("{name} by {}", b.v)));
             }
+            // Rounding up via the remainder: `a + b - 1` overflows for large `a`.
             let v = if name == "ceil_div" {
-                (a.v + b.v - 1).div_euclid(b.v)
+                a.v.div_euclid(b.v) + (a.v.rem_euclid(b.v) != 0) as Num
             } else {
                 a.v.div_euclid(b.v)
             };

@@ -80,6 +80,16 @@ pub fn parse_yaml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, Spec
     })
 }
 
+/// Location of a top-level key of a file (`role:`, `drafts:`), for errors about fields that
+/// are not spanned in the schema.
+fn key_loc(file: &str, text: &str, key: &str) -> Location {
+    let prefix = format!("{key}:");
+    match text.lines().position(|l| l.starts_with(&prefix)) {
+        Some(i) => Location::at(file, i as u32 + 1, 1),
+        None => Location::in_file(file),
+    }
+}
+
 fn loc_of(file: &str, l: &serde_saphyr::Location) -> Location {
     Location::at(file, l.line() as u32, l.column() as u32)
 }
@@ -107,14 +117,28 @@ impl Repo {
                     let def: ComponentDef = parse_yaml(p, text)?;
                     let draft = p.contains("/drafts/");
                     if let Some(prev) = repo.components.get(&def.component) {
+                        // Blame the draft and keep the library definition, so that a draft
+                        // can never shadow a reviewed component.
+                        let name = def.component.clone();
+                        let (blamed, other) = if prev.draft && !draft {
+                            let blamed = prev.file.clone();
+                            let entry = CompEntry {
+                                def,
+                                file: p.to_string(),
+                                draft,
+                            };
+                            repo.components.insert(name.clone(), entry);
+                            (blamed, p.to_string())
+                        } else {
+                            (p.to_string(), prev.file.clone())
+                        };
+                        let blamed_text = files.get(&blamed).map(String::as_str).unwrap_or("");
                         return Err(SpecError::new(
                             code::DUPLICATE,
-                            format!(
-                                "component `{}` is defined twice ({} and {p})",
-                                def.component, prev.file
-                            ),
-                            Location::in_file(p),
-                        ));
+                            format!("component `{name}` is defined twice ({other} and {blamed})"),
+                            key_loc(&blamed, blamed_text, "component"),
+                        )
+                        .hint("rename the draft: a library component changes by review, not by a draft of the same name"));
                     }
                     repo.components.insert(
                         def.component.clone(),
@@ -223,10 +247,13 @@ impl Repo {
             errors: Vec::new(),
             comps: BTreeMap::new(),
             model_drafts: def.drafts.clone(),
+            building: Vec::new(),
         };
         // Files that failed to parse are reported when nothing else explains a missing name.
         let ir = ld.model(def, file);
-        if !ld.errors.is_empty() {
+        // A component defined twice would be resolved silently to one of them: always an error.
+        let duplicate = self.file_errors.iter().any(|e| e.code == code::DUPLICATE);
+        if !ld.errors.is_empty() || duplicate {
             for e in &self.file_errors {
                 if e.location.file.as_deref().is_some_and(|f| {
                     f.contains("/components/") || f.contains("/arch/") || f.contains("/quant/")
@@ -245,6 +272,8 @@ struct Loader<'r> {
     errors: Vec<SpecError>,
     comps: BTreeMap<String, Rc<ComponentIr>>,
     model_drafts: Vec<String>,
+    /// Components being loaded, outermost first: one that appears again contains itself.
+    building: Vec<String>,
 }
 
 const LOOP_VARS: &[&str] = &["i"];
@@ -332,6 +361,22 @@ impl Loader<'_> {
     }
 
     fn component(&mut self, name: &str, loc: &Location) -> Option<Rc<ComponentIr>> {
+        if let Some(at) = self.building.iter().position(|b| b == name) {
+            let mut chain = self.building[at..].to_vec();
+            chain.push(name.to_string());
+            self.err(
+                SpecError::new(
+                    code::CYCLE,
+                    format!(
+                        "component `{name}` contains itself ({})",
+                        chain.join(" -> ")
+                    ),
+                    loc.clone(),
+                )
+                .hint("a component cannot nest itself; repeated layers are a stack"),
+            );
+            return None;
+        }
         if let Some(c) = self.comps.get(name) {
             return Some(c.clone());
         }
@@ -380,10 +425,13 @@ impl Loader<'_> {
             source: None,
         });
         self.comps.insert(name.to_string(), placeholder);
+        self.building.push(name.to_string());
         let c = Rc::new(self.component_ir(&entry));
+        self.building.pop();
         self.comps.insert(name.to_string(), c.clone());
         if let Some(v) = &c.decode_variant {
-            let vloc = Location::in_file(&entry.file);
+            let text = self.repo.files.get(&entry.file).map(String::as_str);
+            let vloc = key_loc(&entry.file, text.unwrap_or(""), "decode_variant");
             if let Some(var) = self.component(v, &vloc) {
                 if var.inputs.len() != c.inputs.len() {
                     self.err(SpecError::new(
@@ -404,8 +452,13 @@ impl Loader<'_> {
     fn component_ir(&mut self, entry: &CompEntry) -> ComponentIr {
         let def = &entry.def;
         let file = entry.file.as_str();
-        let floc = Location::in_file(file);
-        self.check_role(&def.role, &floc);
+        let text = self.repo.files.get(file).map(String::as_str).unwrap_or("");
+        let (role_loc, dims_loc, defaults_loc) = (
+            key_loc(file, text, "role"),
+            key_loc(file, text, "dims"),
+            key_loc(file, text, "defaults"),
+        );
+        self.check_role(&def.role, &role_loc);
         for d in &def.dims {
             if !self.repo.dims.contains_key(d) {
                 let hint = closest(d, self.repo.dims.keys().map(String::as_str))
@@ -415,7 +468,7 @@ impl Loader<'_> {
                     SpecError::new(
                         code::UNKNOWN_DIM,
                         format!("component dim `{d}` is not registered"),
-                        floc.clone(),
+                        dims_loc.clone(),
                     )
                     .hint(hint),
                 );
@@ -426,7 +479,7 @@ impl Loader<'_> {
                 self.err(SpecError::new(
                     code::UNKNOWN_DIM,
                     format!("`defaults` sets `{k}`, which is not in the component's `dims:`"),
-                    floc.clone(),
+                    defaults_loc.clone(),
                 ));
             }
         }
@@ -434,8 +487,10 @@ impl Loader<'_> {
         let allowed = |n: &str| dims.contains(n) || LOOP_VARS.contains(&n);
         let mut defaults = Vec::new();
         for (k, v) in &def.defaults {
-            if let Some(e) = self.parse_expr(&v.as_expr_text(), &floc, &format!("default `{k}`")) {
-                self.check_names(&e, &allowed, &floc, &format!("default `{k}`"));
+            if let Some(e) =
+                self.parse_expr(&v.as_expr_text(), &defaults_loc, &format!("default `{k}`"))
+            {
+                self.check_names(&e, &allowed, &defaults_loc, &format!("default `{k}`"));
                 defaults.push((k.clone(), e));
             }
         }
@@ -776,10 +831,11 @@ impl Loader<'_> {
         let ids: BTreeSet<&str> = ordered.iter().map(|n| n.id.as_str()).collect();
         for o in outputs {
             if !ids.contains(o.as_str()) && !inputs.contains(o) {
+                let text = self.repo.files.get(file).map(String::as_str).unwrap_or("");
                 self.err(SpecError::new(
                     code::UNKNOWN_INPUT,
                     format!("output `{o}` is not a node of the graph"),
-                    Location::in_file(file),
+                    key_loc(file, text, "outputs"),
                 ));
             }
         }
@@ -979,7 +1035,8 @@ impl Loader<'_> {
     }
 
     fn model(&mut self, def: &ModelDef, file: &str) -> ModelIr {
-        let floc = Location::in_file(file);
+        let model_text = self.repo.files.get(file).map(String::as_str).unwrap_or("");
+        let quant_loc = key_loc(file, model_text, "quant_context");
         let mut dims = Vec::new();
         for (name, v) in &def.dims {
             let loc = loc_of(file, &v.referenced).with_node(format!("dims.{name}"));
@@ -1037,7 +1094,7 @@ impl Loader<'_> {
                     SpecError::new(
                         code::UNKNOWN_COMPONENT,
                         format!("draft `{d}` does not exist"),
-                        floc.clone(),
+                        key_loc(file, model_text, "drafts"),
                     )
                     .hint("drafts live in specs/components/drafts/<name>.yaml"),
                 );
@@ -1164,12 +1221,12 @@ impl Loader<'_> {
             cache: q.cache.clone().unwrap_or_else(|| "bf16".into()),
         };
         let mut formats: Vec<(String, Location)> = vec![
-            (quant.default.clone(), floc.clone()),
-            (quant.cache.clone(), floc.clone()),
+            (quant.default.clone(), quant_loc.clone()),
+            (quant.cache.clone(), quant_loc.clone()),
         ];
         for (role, f) in &quant.per_role {
-            self.check_role(role, &floc);
-            formats.push((f.clone(), floc.clone()));
+            self.check_role(role, &quant_loc);
+            formats.push((f.clone(), quant_loc.clone()));
         }
         for o in &quant.overrides {
             formats.push((o.format.clone(), o.loc.clone()));

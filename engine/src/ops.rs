@@ -716,15 +716,19 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let (h, d) = (a.int("heads")?, a.int("head_dim")?);
             let s = x0();
             let n = last(&s, "head_split")?;
-            if n.v != h.v * d.v {
+            let hd = &h * &d;
+            if hd.overflowed() {
+                return err(
+                    code::OVERFLOW,
+                    format!("head_split: heads*head_dim = {}*{} overflows", h.v, d.v),
+                );
+            }
+            if n.v != hd.v {
                 return Err(OpError {
                     code: code::SHAPE_HEADS,
                     message: format!(
                         "head_split: last axis {} is not heads*head_dim = {}*{} = {}",
-                        n.v,
-                        h.v,
-                        d.v,
-                        h.v * d.v
+                        n.v, h.v, d.v, hd.v
                     ),
                     hint: Some("split a flat axis only when it really is heads*head_dim".into()),
                 });
@@ -800,7 +804,7 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
                     hint: None,
                 })?
                 .clone();
-            if hk.v == 0 || hq.v % hk.v != 0 {
+            if hk.v <= 0 || hq.v.checked_rem(hk.v) != Some(0) {
                 return Err(OpError {
                     code: code::SHAPE_HEADS,
                     message: format!(
@@ -851,14 +855,11 @@ pub fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError>
             let n = last(&s, "slice")?.clone();
             let o = a.int("out")?;
             let start = a.opt_int("start")?.map(|q| q.v).unwrap_or(0);
-            if start < 0 || o.v <= 0 || start + o.v > n.v {
+            let end = start.saturating_add(o.v);
+            if start < 0 || o.v <= 0 || end > n.v {
                 return err(
                     code::SHAPE_AXIS,
-                    format!(
-                        "slice: [{start}, {}) is outside an axis of {}",
-                        start + o.v,
-                        n.v
-                    ),
+                    format!("slice: [{start}, {end}) is outside an axis of {}", n.v),
                 );
             }
             let mut shape = s;

@@ -68,11 +68,13 @@ impl Q {
     }
     /// Exact division; `None` when `d` is zero or does not divide.
     pub fn div_exact(&self, d: &Q) -> Option<Q> {
-        if d.v == 0 || self.v % d.v != 0 {
+        if d.v == 0 || self.v.checked_rem(d.v).unwrap_or(0) != 0 {
             return None;
         }
         let f = Q::any_sym(self, d).then(|| Rc::new(Sym::Div(self.sym(), d.sym())));
-        Some(Q { v: self.v / d.v, f })
+        // i128::MIN / -1 is the one quotient that does not fit: saturate, reported as overflow.
+        let v = self.v.checked_div(d.v).unwrap_or(Num::MAX);
+        Some(Q { v, f })
     }
     pub fn call(name: &str, args: &[Q], v: Num) -> Q {
         let f = args

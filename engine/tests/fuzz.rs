@@ -300,7 +300,15 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (idx.clone(), idx.clone()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
         (idx.clone(), 0usize..16, prop::sample::select(SPEC_TOKENS))
             .prop_map(|(l, w, t)| Mutation::ReplaceWord(l, w, t)),
-        (idx.clone(), prop::sample::select(&[' ', ':', '{', '}', '[', ']', ',', '-', '"', '\'', '\n', '\t', '*', '&', '!', '%', '#', '0', 'x', 'é'][..]))
+        (
+            idx.clone(),
+            prop::sample::select(
+                &[
+                    ' ', ':', '{', '}', '[', ']', ',', '-', '"', '\'', '\n', '\t', '*', '&', '!',
+                    '%', '#', '0', 'x', 'é'
+                ][..]
+            )
+        )
             .prop_map(|(p, c)| Mutation::InsertChar(p, c)),
         idx.clone().prop_map(Mutation::DeleteChar),
         idx.prop_map(Mutation::Truncate),
@@ -462,6 +470,66 @@ proptest! {
     }
 }
 
+/// Values a dim binding may be replaced with: edge sizes that keep the YAML and the expression
+/// valid, so the spec gets past loading and the walk meets them.
+const DIM_VALUES: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "3",
+    "7",
+    "\"0 - 1\"",
+    "\"0 - 170141183460469231731687303715884105727 - 1\"",
+    "100000000000000000000",
+    "10000000000000000000000000000000000000",
+    "170141183460469231731687303715884105727",
+    "\"d_model * d_model * d_model\"",
+    "\"d_model / 3\"",
+    "config.nope",
+    "config.layer_types",
+    "true",
+];
+
+/// Line indices of `  name: value` entries under a model spec's top-level `dims:`.
+fn dim_lines(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for (i, l) in text.lines().enumerate() {
+        if !l.starts_with(' ') {
+            inside = l.trim_end() == "dims:";
+        } else if inside && l.starts_with("  ") && !l.starts_with("   ") && l.contains(':') {
+            out.push(i);
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    #[test]
+    fn library_specs_with_edge_dims_never_panic(
+        model in any::<prop::sample::Index>(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(DIM_VALUES)), 1..4),
+    ) {
+        let lib = library();
+        let models: Vec<&String> = lib.files.keys().filter(|k| k.contains("/models/")).collect();
+        let key = (*model.get(&models)).clone();
+        let mut lines: Vec<String> = lib.files[&key].lines().map(str::to_string).collect();
+        let dims = dim_lines(&lib.files[&key]);
+        prop_assume!(!dims.is_empty());
+        for (at, value) in &edits {
+            let i = *at.get(&dims);
+            let name = lines[i].split(':').next().unwrap_or_default().to_string();
+            lines[i] = format!("{name}: {value}");
+        }
+        let mut files = lib.files.clone();
+        files.retain(|k, _| !k.contains("/models/") || *k == key);
+        files.insert(key, lines.join("\n"));
+        exercise(&Repo::from_files(files), &lib.configs);
+    }
+}
+
 #[test]
 fn the_unmutated_library_evaluates_cleanly() {
     // The fuzz targets start from a library that works; otherwise mutations test nothing.
@@ -470,7 +538,9 @@ fn the_unmutated_library_evaluates_cleanly() {
     assert!(repo.file_errors.is_empty(), "{:?}", repo.file_errors);
     assert_eq!(repo.model_names().len(), lib.configs.len());
     for name in repo.model_names() {
-        let ir = repo.load_model(name).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let ir = repo
+            .load_model(name)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let config = support::config_for(&lib.configs, &ir.architectures)
             .unwrap_or_else(|| panic!("{name}: no bundled config"));
         let a = evaluate(&ir, config, EvalOptions::default());
