@@ -60,9 +60,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{backend}: {} no-op jobs, concurrency {}",
             args.jobs, args.concurrency
         );
-        let figures = block_on(measure(Arc::new(settings.clone()), backend, args.jobs))??;
+        let figures = block_on(
+            args.concurrency,
+            measure(Arc::new(settings.clone()), backend, args.jobs),
+        )??;
         if backend == "redis" {
-            block_on(drop_redis_queue(&args.redis_url, &settings.queue.name))??;
+            block_on(1, drop_redis_queue(&args.redis_url, &settings.queue.name))??;
         }
         rows.push(figures);
     }

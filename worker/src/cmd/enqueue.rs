@@ -67,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let registry = StageRegistry::builtin();
-    let queued = block_on(enqueue(&settings, &registry, requests))??;
+    let queued = block_on(1, enqueue(&settings, &registry, requests))??;
     for q in queued {
         if !q.created {
             eprintln!("{}: already pending or running as job {}", q.model_id, q.id);

@@ -17,7 +17,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
-    let rec = block_on(retry(&settings, &args.job))??;
+    let rec = block_on(1, retry(&settings, &args.job))??;
     let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
     println!("{} queued again (resumes at stage {resume})", rec.id);
     Ok(ExitCode::SUCCESS)

@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     let registry = StageRegistry::builtin();
     let settings = Arc::new(settings);
-    let jobs = block_on(async {
+    let jobs = block_on(settings.worker.concurrency, async {
         let queued = enqueue(&settings, &registry, requests).await?;
         let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
         let opts = WorkerOptions {

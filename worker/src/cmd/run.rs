@@ -33,10 +33,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         until_final: Vec::new(),
         handle_signals: true,
     };
-    block_on(run_worker(
-        Arc::new(settings),
-        StageRegistry::builtin(),
-        opts,
-    ))??;
+    block_on(
+        opts.concurrency,
+        run_worker(Arc::new(settings), StageRegistry::builtin(), opts),
+    )??;
     Ok(ExitCode::SUCCESS)
 }

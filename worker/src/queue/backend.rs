@@ -89,21 +89,38 @@ impl QueueBackend {
         }
     }
 
-    /// Queues one delivery of job `job_id`; returns the store's task id.
-    pub async fn push(&mut self, job_id: &str, priority: u32) -> anyhow::Result<String> {
-        let task_id = Ulid::generate();
-        let task = TaskBuilder::new(JobTicket {
-            job_id: job_id.to_string(),
-        })
-        .task_id(TaskId::from_ulid(task_id))
-        .priority(priority as usize)
-        .max_attempts(STORE_MAX_ATTEMPTS)
-        .build();
+    /// A fresh store task id, chosen by us because the stores' push returns none.
+    pub fn new_task_id() -> String {
+        Ulid::generate().to_string()
+    }
+
+    /// Queues one delivery of each `(job_id, priority, task_id)`, in one store round trip.
+    pub async fn push_many(&mut self, tickets: &[(String, u32, String)]) -> anyhow::Result<()> {
+        let mut tasks = Vec::with_capacity(tickets.len());
+        for (job_id, priority, task_id) in tickets {
+            let task_id = Ulid::from_string(task_id)
+                .map_err(|e| anyhow::anyhow!("bad task id {task_id}: {e}"))?;
+            tasks.push(
+                TaskBuilder::new(JobTicket {
+                    job_id: job_id.clone(),
+                })
+                .task_id(TaskId::from_ulid(task_id))
+                .priority(*priority as usize)
+                .max_attempts(STORE_MAX_ATTEMPTS)
+                .build(),
+            );
+        }
+        let mut stream = futures_util::stream::iter(tasks);
         let pushed = match self {
-            QueueBackend::Sqlite(s) => s.push_task(task).await.map_err(|e| anyhow::anyhow!("{e}")),
-            QueueBackend::Redis(s) => s.push_task(task).await.map_err(|e| anyhow::anyhow!("{e}")),
+            QueueBackend::Sqlite(s) => s
+                .push_all(&mut stream)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}")),
+            QueueBackend::Redis(s) => s
+                .push_all(&mut stream)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}")),
         };
-        pushed.with_context(|| format!("cannot queue job {job_id}"))?;
-        Ok(task_id.to_string())
+        pushed.with_context(|| format!("cannot queue {} job(s)", tickets.len()))
     }
 }

@@ -9,8 +9,12 @@ pub fn setup(flags: &QueueFlags) -> anyhow::Result<Settings> {
 }
 
 /// Runs `f` to completion on a multi-threaded runtime (the commands themselves are sync).
-pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+/// Jobs do short blocking file I/O on the runtime's threads, so there are never fewer than
+/// `concurrency + 2` of them.
+pub fn block_on<F: std::future::Future>(concurrency: usize, f: F) -> anyhow::Result<F::Output> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.max(concurrency + 2))
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;

@@ -33,35 +33,16 @@ pub async fn enqueue(
             .with_context(|| format!("{}: bad --stages", r.model_id))?;
     }
     let store = JobStore::open(settings.data_dir())?;
-    let mut backend: Option<QueueBackend> = None;
+    let mut backend = None;
     let mut out = Vec::with_capacity(requests.len());
+    // Records first (cheap, local), then one store round trip per chunk of new tickets.
+    let mut fresh: Vec<(String, u32, String)> = Vec::new();
     for request in requests {
         let priority = request.priority;
-        let (rec, created) = store.create_or_existing(request)?;
+        let task = QueueBackend::new_task_id();
+        let (rec, created) = store.create_or_existing(request, &task)?;
         if created {
-            if backend.is_none() {
-                match QueueBackend::connect(settings).await {
-                    Ok(b) => backend = Some(b),
-                    Err(e) => {
-                        abandon(&store, &rec, &e)?;
-                        return Err(e);
-                    }
-                }
-            }
-            let queue = backend.as_mut().expect("connected above");
-            match queue.push(&rec.id, priority).await {
-                Ok(task) => {
-                    store.update(&rec.id, |r| {
-                        r.queue_tasks.push(task);
-                        Ok(())
-                    })?;
-                    store.log(&rec.id, &format!("queued on {}", queue.name()))?;
-                }
-                Err(e) => {
-                    abandon(&store, &rec, &e)?;
-                    return Err(e);
-                }
-            }
+            fresh.push((rec.id.clone(), priority, task));
         }
         out.push(Enqueued {
             id: rec.id,
@@ -69,7 +50,43 @@ pub async fn enqueue(
             created,
         });
     }
+    for (i, chunk) in fresh.chunks(PUSH_CHUNK).enumerate() {
+        if backend.is_none() {
+            match QueueBackend::connect(settings).await {
+                Ok(b) => backend = Some(b),
+                Err(e) => return Err(abandon_all(&store, chunk_ids(&fresh), e)),
+            }
+        }
+        let queue = backend.as_mut().expect("connected above");
+        if let Err(e) = queue.push_many(chunk).await {
+            // This chunk and all later ones were never queued.
+            return Err(abandon_all(&store, chunk_ids(&fresh[i * PUSH_CHUNK..]), e));
+        }
+        let name = queue.name();
+        for (id, _, _) in chunk {
+            store.log(id, &format!("queued on {name}"))?;
+        }
+    }
     Ok(out)
+}
+
+/// Tickets pushed to the store in one round trip.
+const PUSH_CHUNK: usize = 500;
+
+fn chunk_ids(tickets: &[(String, u32, String)]) -> Vec<&str> {
+    tickets.iter().map(|(id, _, _)| id.as_str()).collect()
+}
+
+/// Marks jobs whose tickets could not be queued as failed, and returns the error.
+fn abandon_all(store: &JobStore, ids: Vec<&str>, e: anyhow::Error) -> anyhow::Error {
+    for id in ids {
+        if let Ok(rec) = store.load(id)
+            && let Err(e2) = abandon(store, &rec, &e)
+        {
+            return e2.context(format!("{e:#}"));
+        }
+    }
+    e
 }
 
 /// A job whose ticket could not be queued must not block its revision's dedupe slot.
@@ -121,12 +138,18 @@ pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
     }
     let mut backend = QueueBackend::connect(settings).await?;
     store.claim_active(&rec)?;
+    let task = QueueBackend::new_task_id();
     let (_, rec) = store.update(id, |r| {
+        // Checked again under the lock: a concurrent retry must not queue the job twice.
+        if !matches!(r.state, JobState::Failed | JobState::Cancelled) {
+            bail!("job {id} is {} now", r.state.as_str());
+        }
         r.state = JobState::Pending;
         r.cancel_requested = false;
         r.failure = None;
         r.last_error = None;
         r.finished_ms = None;
+        r.queue_tasks.push(task.clone());
         for s in r.stages.iter_mut().filter(|s| s.state != StageState::Done) {
             s.state = StageState::Pending;
             s.attempts = 0;
@@ -134,17 +157,13 @@ pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
         }
         Ok(())
     })?;
-    let task = match backend.push(id, rec.request.priority).await {
-        Ok(t) => t,
-        Err(e) => {
-            abandon(&store, &rec, &e)?;
-            return Err(e);
-        }
-    };
-    let (_, rec) = store.update(id, |r| {
-        r.queue_tasks.push(task);
-        Ok(())
-    })?;
+    if let Err(e) = backend
+        .push_many(&[(id.to_string(), rec.request.priority, task)])
+        .await
+    {
+        abandon(&store, &rec, &e)?;
+        return Err(e);
+    }
     store.log(id, "retried by operator")?;
     Ok(rec)
 }

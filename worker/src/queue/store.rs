@@ -123,8 +123,13 @@ impl JobStore {
     }
 
     /// Creates a job for `request`, unless that model revision already has a pending or running
-    /// job: then returns that one. The bool says whether the job is new.
-    pub fn create_or_existing(&self, request: JobRequest) -> anyhow::Result<(JobRecord, bool)> {
+    /// job: then returns that one. The bool says whether the job is new. A new job records
+    /// `queue_task` as the store task that will carry it.
+    pub fn create_or_existing(
+        &self,
+        request: JobRequest,
+        queue_task: &str,
+    ) -> anyhow::Result<(JobRecord, bool)> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
         let key = self.active_key(&request.model_id, &request.revision);
         if let Ok(id) = fs::read_to_string(&key) {
@@ -134,7 +139,8 @@ impl JobStore {
             }
         }
         let id = Ulid::generate().to_string();
-        let rec = JobRecord::new(id.clone(), request, now_ms());
+        let mut rec = JobRecord::new(id.clone(), request, now_ms());
+        rec.queue_tasks.push(queue_task.to_string());
         let dir = self.job_dir(&id)?;
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         self.save(&rec)?;
@@ -286,8 +292,8 @@ mod tests {
     fn dedupes_until_the_job_is_final() {
         let tmp = tempfile::tempdir().unwrap();
         let store = JobStore::open(tmp.path()).unwrap();
-        let (a, new_a) = store.create_or_existing(request("org/m")).unwrap();
-        let (b, new_b) = store.create_or_existing(request("org/m")).unwrap();
+        let (a, new_a) = store.create_or_existing(request("org/m"), "t").unwrap();
+        let (b, new_b) = store.create_or_existing(request("org/m"), "t").unwrap();
         assert!(new_a && !new_b);
         assert_eq!(a.id, b.id);
         assert_eq!(store.active_count().unwrap(), 1);
@@ -299,7 +305,7 @@ mod tests {
             .unwrap();
         store.release_active(&done).unwrap();
         assert_eq!(store.active_count().unwrap(), 0);
-        let (c, new_c) = store.create_or_existing(request("org/m")).unwrap();
+        let (c, new_c) = store.create_or_existing(request("org/m"), "t").unwrap();
         assert!(new_c && c.id != a.id);
         assert_eq!(store.list().unwrap().len(), 2);
     }
@@ -317,7 +323,7 @@ mod tests {
     fn run_lock_is_exclusive() {
         let tmp = tempfile::tempdir().unwrap();
         let store = JobStore::open(tmp.path()).unwrap();
-        let (a, _) = store.create_or_existing(request("org/m")).unwrap();
+        let (a, _) = store.create_or_existing(request("org/m"), "t").unwrap();
         let held = store.try_run_lock(&a.id).unwrap();
         assert!(held.is_some());
         assert!(store.try_run_lock(&a.id).unwrap().is_none());

@@ -24,6 +24,8 @@ macro_rules! run_apalis {
         WorkerBuilder::new($name.as_str())
             .backend($backend)
             .concurrency($concurrency)
+            // Without this every job shares one task: a job's file I/O would stall the others.
+            .parallelize(tokio::spawn)
             .catch_panic()
             .enable_tracing()
             .data($state)
