@@ -203,7 +203,9 @@ mod tests {
 
     #[test]
     fn bound_keys_skip_longer_names() {
-        let keys = bound_config_keys("a: config.hidden_size\nb: \"text_config.x ?? config.rope_scaling.type\"");
+        let keys = bound_config_keys(
+            "a: config.hidden_size\nb: \"text_config.x ?? config.rope_scaling.type\"",
+        );
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
             vec!["hidden_size", "rope_scaling"]

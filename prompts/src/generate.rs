@@ -59,7 +59,10 @@ pub fn render_generate(input: &GenerateInput<'_>) -> Result<Prompt, PromptError>
     let ops = harch_engine::ops::registry_text();
     let truth = truth_text(input.truth, input.source_budget);
     let mut fragments = vec![
-        ("examples".to_string(), examples.iter().map(|e| e.text.len()).sum()),
+        (
+            "examples".to_string(),
+            examples.iter().map(|e| e.text.len()).sum(),
+        ),
         ("component manifest".to_string(), manifest.len()),
         ("op registry".to_string(), ops.len()),
         ("dsl reference".to_string(), crate::DSL_REFERENCE.len()),

@@ -66,7 +66,9 @@ pub(crate) fn render(
     fragments: Vec<(String, usize)>,
 ) -> Result<Prompt, PromptError> {
     let env = environment()?;
-    let text = env.get_template(name)?.render(minijinja::value::Serde(&context))?;
+    let text = env
+        .get_template(name)?
+        .render(minijinja::value::Serde(&context))?;
     let size = PromptSize::of(&text, fragments);
     Ok(Prompt { text, size })
 }

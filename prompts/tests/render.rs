@@ -22,8 +22,15 @@ fn library(skip_models: &[&str]) -> Repo {
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "yaml") {
-                let key = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
-                if skip_models.iter().any(|m| key == format!("specs/models/{m}.yaml")) {
+                let key = p
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if skip_models
+                    .iter()
+                    .any(|m| key == format!("specs/models/{m}.yaml"))
+                {
                     continue;
                 }
                 files.insert(key, std::fs::read_to_string(&p).unwrap());
@@ -119,12 +126,20 @@ fn generate_prompt_holds_every_fragment() {
     ] {
         assert!(t.contains(needle), "prompt lacks {needle:?}");
     }
-    assert!(!t.contains("was rejected"), "a first attempt has no previous errors");
+    assert!(
+        !t.contains("was rejected"),
+        "a first attempt has no previous errors"
+    );
     // Modeling source comes before configuration source.
     assert!(t.find("modeling_qwen3.py").unwrap() < t.find("configuration_qwen3.py").unwrap());
     assert_eq!(p.size.bytes, t.len());
     assert_eq!(p.size.est_tokens, estimate_tokens(t.len()));
-    assert!(p.size.fragments.iter().any(|(n, b)| n == "dsl reference" && *b == DSL_REFERENCE.len()));
+    assert!(
+        p.size
+            .fragments
+            .iter()
+            .any(|(n, b)| n == "dsl reference" && *b == DSL_REFERENCE.len())
+    );
 }
 
 #[test]
@@ -134,7 +149,12 @@ fn examples_are_the_closest_library_spec_and_its_components() {
     // to an MoE or MLA one.
     let ex = choose_examples(&library(&["qwen3"]), &truth);
     assert_eq!(ex[0].kind, "model");
-    assert_eq!(ex[0].name, "llama", "{:?}", ex.iter().map(|e| &e.name).collect::<Vec<_>>());
+    assert_eq!(
+        ex[0].name,
+        "llama",
+        "{:?}",
+        ex.iter().map(|e| &e.name).collect::<Vec<_>>()
+    );
     let comps: Vec<&str> = ex[1..].iter().map(|e| e.name.as_str()).collect();
     assert_eq!(comps, ["gqa_attention", "swiglu_mlp"]);
     assert!(ex[1].text.contains("component: gqa_attention"));
@@ -142,7 +162,13 @@ fn examples_are_the_closest_library_spec_and_its_components() {
     assert_eq!(choose_examples(&library(&[]), &truth)[0].name, "qwen3");
     // The hidden spec never reaches the prompt.
     let repo = library(&["qwen3"]);
-    let p = render_generate(&GenerateInput::new("Qwen/Qwen3-tiny", &truth, &repo, "specs/models/qwen3.yaml")).unwrap();
+    let p = render_generate(&GenerateInput::new(
+        "Qwen/Qwen3-tiny",
+        &truth,
+        &repo,
+        "specs/models/qwen3.yaml",
+    ))
+    .unwrap();
     assert!(!p.text.contains("model: qwen3\n"));
     assert!(p.text.contains("model: llama\n"));
 }
@@ -167,25 +193,41 @@ fn a_retry_carries_the_previous_attempts_errors() {
     let mut input = GenerateInput::new("Qwen/Qwen3-tiny", &truth, &repo, "specs/models/qwen3.yaml");
     input.previous = Some(&prior);
     let p = render_generate(&input).unwrap();
-    assert!(p.text.contains("## The previous attempt (attempt 1) was rejected"));
+    assert!(
+        p.text
+            .contains("## The previous attempt (attempt 1) was rejected")
+    );
     assert!(p.text.contains(
         "- W003 [weight] specs/models/qwen3.yaml:9:3 (node k_proj): tensor model.layers.0.self_attn.k_proj.weight has shape [64, 64] in the spec but [32, 64] in the checkpoint — hint: bind n_kv_heads to config.num_key_value_heads"
     ));
     assert!(p.text.contains("Start from the errors of attempt 1 above."));
 
     let many: Vec<Diagnostic> = (0..50)
-        .map(|i| Diagnostic::new("weight", "W001", format!("tensor t{i} is claimed by no op"), Location::default()))
+        .map(|i| {
+            Diagnostic::new(
+                "weight",
+                "W001",
+                format!("tensor t{i} is claimed by no op"),
+                Location::default(),
+            )
+        })
         .collect();
     let prior = PriorErrors::from_diagnostics(2, &many);
     assert_eq!(prior.lines.len(), 40);
     input.previous = Some(&prior);
     let p = render_generate(&input).unwrap();
-    assert!(p.text.contains("- … and 10 more (run `validate` for the full list)"));
+    assert!(
+        p.text
+            .contains("- … and 10 more (run `validate` for the full list)")
+    );
 
     let note = PriorErrors::note(3, "No spec was written at `specs/models/qwen3.yaml`.");
     input.previous = Some(&note);
     let p = render_generate(&input).unwrap();
-    assert!(p.text.contains("(attempt 3) was rejected\n\nNo spec was written"));
+    assert!(
+        p.text
+            .contains("(attempt 3) was rejected\n\nNo spec was written")
+    );
 }
 
 #[test]
@@ -199,8 +241,14 @@ fn forward_source_over_the_budget_stays_in_the_workspace() {
     input.source_budget = 10_000;
     let p = render_generate(&input).unwrap();
     assert!(!p.text.contains("x = 1\nx = 1"));
-    assert!(p.text.contains("Also in truth/source/ (not inlined for size): modeling_huge.py"));
-    assert!(p.text.contains("class Qwen3Attention"), "small files still fit");
+    assert!(
+        p.text
+            .contains("Also in truth/source/ (not inlined for size): modeling_huge.py")
+    );
+    assert!(
+        p.text.contains("class Qwen3Attention"),
+        "small files still fit"
+    );
     assert!(p.size.bytes < 200_000, "{}", p.size);
 }
 
@@ -216,21 +264,51 @@ fn review_and_fix_prompts_render() {
         report_path: "review/report.md",
     })
     .unwrap();
-    for needle in ["VERDICT: PASS", "src:   modeling_x.py:120-122", "model: qwen3", "### draft x.yaml", "class Qwen3Attention", "review/report.md"] {
-        assert!(review.text.contains(needle), "review prompt lacks {needle:?}");
+    for needle in [
+        "VERDICT: PASS",
+        "src:   modeling_x.py:120-122",
+        "model: qwen3",
+        "### draft x.yaml",
+        "class Qwen3Attention",
+        "review/report.md",
+    ] {
+        assert!(
+            review.text.contains(needle),
+            "review prompt lacks {needle:?}"
+        );
     }
-    let errors = PriorErrors::from_diagnostics(0, &[Diagnostic::new("load", "L001", "unknown field `atention`", Location::in_file("specs/models/qwen3.yaml"))]);
+    let errors = PriorErrors::from_diagnostics(
+        0,
+        &[Diagnostic::new(
+            "load",
+            "L001",
+            "unknown field `atention`",
+            Location::in_file("specs/models/qwen3.yaml"),
+        )],
+    );
     let fix = render_fix(&FixInput {
         model_id: "Qwen/Qwen3-tiny",
         spec_path: "specs/models/qwen3.yaml",
         spec_text: "model: qwen3\n",
-        work_orders: &["q_norm is missing before rope (verified: src: modeling_qwen3.py:2 \"def forward\")".into()],
+        work_orders: &[
+            "q_norm is missing before rope (verified: src: modeling_qwen3.py:2 \"def forward\")"
+                .into(),
+        ],
         errors: Some(&errors),
         truth: &truth,
     })
     .unwrap();
-    for needle in ["1. q_norm is missing before rope", "fresh run", "L001 [load] specs/models/qwen3.yaml: unknown field `atention`", "Primitive ops", "modeling_qwen3.py"] {
+    for needle in [
+        "1. q_norm is missing before rope",
+        "fresh run",
+        "L001 [load] specs/models/qwen3.yaml: unknown field `atention`",
+        "Primitive ops",
+        "modeling_qwen3.py",
+    ] {
         assert!(fix.text.contains(needle), "fix prompt lacks {needle:?}");
     }
-    assert!(!fix.text.contains("class Qwen3Attention"), "fix does not inline the source");
+    assert!(
+        !fix.text.contains("class Qwen3Attention"),
+        "fix does not inline the source"
+    );
 }

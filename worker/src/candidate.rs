@@ -65,7 +65,11 @@ fn yaml_files(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     for e in entries {
         let path = e?.path();
         if path.is_file() && path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-            let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             out.push((name, text));

@@ -52,10 +52,12 @@ impl Attempt {
             cached_input_tokens: o.usage.map(|u| u.cached_input_tokens),
             cost_usd: o.cost_usd,
             wall_ms: o.wall_ms,
-            failure: o
-                .failure
-                .as_ref()
-                .map(|f| serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()),
+            failure: o.failure.as_ref().map(|f| {
+                serde_json::to_value(f.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            }),
             failure_message: o.failure.as_ref().map(|f| f.message.clone()),
             counted: true,
             ..Attempt::default()

@@ -158,8 +158,12 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
             .ws
         };
         let notes = Some(agent.prompt_notes.as_str()).filter(|n| !n.trim().is_empty());
-        let mut input =
-            GenerateInput::new(&req.model_id, &staged.truth, &staged.prompt_repo, &spec_path);
+        let mut input = GenerateInput::new(
+            &req.model_id,
+            &staged.truth,
+            &staged.prompt_repo,
+            &spec_path,
+        );
         input.previous = previous.as_ref();
         input.notes = notes;
         let prompt = render_generate(&input).map_err(perm)?;
@@ -200,23 +204,32 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
                 .map_err(|e| perm(format!("validation crashed: {e}")))?;
                 attempt.valid = Some(r.valid);
                 attempt.errors = r.errors.len();
-                attempt.error_codes = r.errors.iter().take(8).map(|d| d.code.to_string()).collect();
+                attempt.error_codes = r
+                    .errors
+                    .iter()
+                    .take(8)
+                    .map(|d| d.code.to_string())
+                    .collect();
                 let json = serde_json::to_vec_pretty(&r).map_err(perm)?;
                 write_atomic(&cx.out(&format!("validate-{n}.json")), &json).map_err(io)?;
                 Some(r)
             }
             None => None,
         };
-        let provider_hiccup = outcome.failure.as_ref().is_some_and(|f| {
-            matches!(f.kind, FailureKind::RateLimited | FailureKind::Transient)
-        });
+        let provider_hiccup = outcome
+            .failure
+            .as_ref()
+            .is_some_and(|f| matches!(f.kind, FailureKind::RateLimited | FailureKind::Transient));
         attempt.counted = !(provider_hiccup && attempt.valid != Some(true));
         history.push(attempt);
         attempts::save(&work, &history).map_err(io)?;
         let summary = summary(&history, &staged, backend.name(), &spec_path, &req.agent);
         record_progress(&store, cx, &summary, &history);
         store
-            .log(&cx.job.id, &format!("generate: {}", attempt_line(history.last().unwrap())))
+            .log(
+                &cx.job.id,
+                &format!("generate: {}", attempt_line(history.last().unwrap())),
+            )
             .ok();
 
         if let (Some(c), Some(r)) = (&candidate, &report)
@@ -325,7 +338,10 @@ fn attempt_line(a: &Attempt) -> String {
         a.output_tokens.map_or("?".into(), |t| t.to_string()),
         a.cost_usd.unwrap_or(0.0),
         a.wall_ms,
-        a.failure.as_ref().map(|f| format!(", ended: {f}")).unwrap_or_default()
+        a.failure
+            .as_ref()
+            .map(|f| format!(", ended: {f}"))
+            .unwrap_or_default()
     )
 }
 

@@ -70,7 +70,13 @@ pub fn spec_file_name(model_id: &str, config: &serde_json::Value) -> String {
             .next()
             .unwrap_or(model_id)
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .collect()
     });
     format!("{stem}.yaml")
