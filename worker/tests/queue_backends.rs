@@ -305,6 +305,12 @@ fn enqueue_dedupes_and_validates(b: Backend) {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown stage `fecth`"));
+    let out = env
+        .cmd(&["enqueue", "--stages", "noop", "--guards", "bogus", "org/c"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad --guards `bogus`"));
     assert_eq!(env.all().len(), 3, "rejected requests left records behind");
 }
 

@@ -103,7 +103,7 @@ async fn measure(settings: Arc<Settings>, backend: &str, n: usize) -> anyhow::Re
             revision: "main".into(),
             kind: JobKind::Revalidate,
             agent: "none".into(),
-            guards: "full".into(),
+            guards: "all".into(),
             stages: vec!["noop".into()],
             priority: 0,
             offline: true,

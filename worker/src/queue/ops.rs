@@ -31,6 +31,8 @@ pub async fn enqueue(
         registry
             .check_selection(&r.stages)
             .with_context(|| format!("{}: bad --stages", r.model_id))?;
+        crate::verify::guard_set(&r.guards)
+            .with_context(|| format!("{}: bad --guards `{}`", r.model_id, r.guards))?;
     }
     let store = JobStore::open(settings.data_dir())?;
     let mut backend = None;
