@@ -47,6 +47,8 @@ enum Command {
     Revalidate(cmd::revalidate::Args),
     /// Benchmark the queue: enqueue and drain no-op jobs on each backend.
     BenchQueue(cmd::bench_queue::Args),
+    /// Print the generate prompt an agent would get for a model, and its size (on stderr).
+    Prompt(cmd::prompt::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Logs(a) => cmd::logs::run(a),
         Command::Revalidate(a) => cmd::revalidate::run(a),
         Command::BenchQueue(a) => cmd::bench_queue::run(a),
+        Command::Prompt(a) => cmd::prompt::run(a),
     };
     match result {
         Ok(code) => code,

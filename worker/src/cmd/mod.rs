@@ -1,6 +1,7 @@
 pub mod explain;
 pub mod fetch;
 pub mod ops;
+pub mod prompt;
 pub mod show;
 pub mod snapshot;
 pub mod bench_queue;

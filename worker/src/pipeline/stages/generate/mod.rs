@@ -24,7 +24,7 @@ use crate::pipeline::stage::{Stage, StageContext, StageError, StageOutput};
 use crate::queue::config::AgentSettings;
 use crate::queue::store::{JobStore, write_atomic};
 use attempts::Attempt;
-pub use staging::{EXAMPLES_DIR, load_truth, spec_file_name};
+pub use staging::{AgentLibrary, EXAMPLES_DIR, agent_library, load_truth, spec_file_name};
 
 pub struct GenerateStage;
 

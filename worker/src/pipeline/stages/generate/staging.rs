@@ -82,25 +82,51 @@ pub fn spec_file_name(model_id: &str, config: &serde_json::Value) -> String {
     format!("{stem}.yaml")
 }
 
-pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
-    let truth = load_truth(req.truth_dir)?;
-    let all = crate::specs::read_spec_files(req.spec_root)?;
-    let library = crate::candidate::library_files(req.spec_root)?;
+/// The spec library as an agent sees it: the shared parts, and the library's model specs as
+/// examples, without the one serving `truth`'s architecture when `exclude_own` is set.
+pub struct AgentLibrary {
+    pub library: BTreeMap<String, String>,
+    pub examples: BTreeMap<String, String>,
+    pub prompt_repo: Repo,
+    pub excluded: Option<String>,
+}
+
+pub fn agent_library(
+    spec_root: &Path,
+    truth: &Truth,
+    exclude_own: bool,
+) -> anyhow::Result<AgentLibrary> {
+    let all = crate::specs::read_spec_files(spec_root)?;
+    let library = crate::candidate::library_files(spec_root)?;
     let full_repo = Repo::from_files(all.clone());
     let own = crate::subject::architectures(&truth.config)
         .iter()
         .find_map(|a| full_repo.model_for_architecture(a))
         .and_then(|m| full_repo.model_file(m))
         .map(str::to_string);
-    let excluded = own.filter(|_| req.exclude_library_spec);
+    let excluded = own.filter(|_| exclude_own);
     let examples: BTreeMap<String, String> = all
-        .iter()
-        .filter(|(k, _)| k.starts_with("specs/models/") && Some(*k) != excluded.as_ref())
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("specs/models/") && Some(k) != excluded.as_ref())
         .collect();
     let mut prompt_files = library.clone();
     prompt_files.extend(examples.clone());
-    let prompt_repo = Repo::from_files(prompt_files);
+    Ok(AgentLibrary {
+        prompt_repo: Repo::from_files(prompt_files),
+        library,
+        examples,
+        excluded,
+    })
+}
+
+pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
+    let truth = load_truth(req.truth_dir)?;
+    let AgentLibrary {
+        library,
+        examples,
+        prompt_repo,
+        excluded,
+    } = agent_library(req.spec_root, &truth, req.exclude_library_spec)?;
 
     std::fs::create_dir_all(req.work)
         .with_context(|| format!("creating {}", req.work.display()))?;
