@@ -147,3 +147,49 @@ pub fn verify_generated(
         report_json: serde_json::to_value(&report)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_settings_name_all_a_tier_or_a_list() {
+        assert_eq!(guard_set("full").unwrap(), GuardSet::all());
+        assert_eq!(guard_set("all").unwrap(), GuardSet::all());
+        assert_eq!(
+            guard_set("weight").unwrap(),
+            GuardSet::tier("weight").unwrap()
+        );
+        assert_eq!(
+            guard_set("shape,weight").unwrap().names(),
+            ["weight", "shape"]
+        );
+        let err = guard_set("everything").unwrap_err().to_string();
+        assert!(err.contains("everything"), "{err}");
+    }
+
+    #[test]
+    fn a_candidate_is_its_model_spec_and_drafts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let specs = tmp.path().join("specs");
+        std::fs::create_dir_all(specs.join("models")).unwrap();
+        assert!(Candidate::read(&specs, "m.yaml").unwrap().is_none());
+        std::fs::create_dir_all(specs.join("components/drafts")).unwrap();
+        std::fs::write(specs.join("models/m.yaml"), "model: m\n").unwrap();
+        std::fs::write(specs.join("components/drafts/d.yaml"), "component: d\n").unwrap();
+        std::fs::write(specs.join("components/drafts/notes.txt"), "ignored").unwrap();
+        let c = Candidate::read(&specs, "m.yaml").unwrap().unwrap();
+        assert_eq!(c.model_key, "specs/models/m.yaml");
+        assert_eq!(
+            c.files.keys().collect::<Vec<_>>(),
+            ["specs/components/drafts/d.yaml", "specs/models/m.yaml"]
+        );
+        let out = tmp.path().join("out");
+        c.write(&out).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.join("models/m.yaml")).unwrap(),
+            "model: m\n"
+        );
+        assert!(out.join("components/drafts/d.yaml").is_file());
+    }
+}

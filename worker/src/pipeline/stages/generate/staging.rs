@@ -264,3 +264,19 @@ fn check_traversable(dir: &Path, uid: u32) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_files_are_named_by_model_type_else_by_the_model_name() {
+        let cfg = serde_json::json!({"model_type": "deepseek_v3"});
+        assert_eq!(
+            spec_file_name("deepseek-ai/DeepSeek-V3", &cfg),
+            "deepseek_v3.yaml"
+        );
+        let odd = serde_json::json!({"model_type": "../x"});
+        assert_eq!(spec_file_name("Org/My-Model.v2", &odd), "my_model_v2.yaml");
+    }
+}
