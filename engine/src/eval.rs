@@ -593,8 +593,8 @@ impl<'a> Walker<'a> {
                 .iter_mut()
                 .find(|r| r.carries)
             {
-                row.producers.push(format!("{}", sc.id));
-                row.readers.push(format!("{}", sc.id));
+                row.producers.push(sc.id.clone());
+                row.readers.push(sc.id.clone());
             }
             last = Some(out);
         }
@@ -612,9 +612,7 @@ impl<'a> Walker<'a> {
         loc: &Location,
     ) -> Option<Flow> {
         let ir = self.ir;
-        let Some(template) = ir.component(&block.template).cloned() else {
-            return None;
-        };
+        let template = ir.component(&block.template).cloned()?;
         let mut env = (*scope.env).clone();
         for (k, e) in &block.bind {
             let v = self.eval_int(e, &scope.env, loc, &format!("block bind `{k}`"))?;
@@ -996,7 +994,6 @@ impl<'a> Walker<'a> {
         } else {
             None
         };
-        drop(args);
         self.out.attrs = attrs;
         let out = match res {
             Ok(o) => o,
@@ -1436,7 +1433,7 @@ fn reaches_attention(comp: &ComponentIr, start: &str) -> bool {
             continue;
         }
         for node in &comp.nodes {
-            if node.inputs.iter().any(|i| *i == n) {
+            if node.inputs.contains(&n) {
                 if let NodeKind::Op(s) = &node.kind
                     && (s.name == "attention_score" || s.name == "attention_apply")
                 {

@@ -537,7 +537,7 @@ fn config_value(path: &[PathSeg], env: &dyn Env) -> Result<Val, EvalError> {
         }
     }
     env.note_config(&shown);
-    Ok(json_val(cur).ok_or(EvalError::MissingConfig(shown))?)
+    json_val(cur).ok_or(EvalError::MissingConfig(shown))
 }
 
 pub fn json_val(v: &serde_json::Value) -> Option<Val> {

@@ -432,18 +432,18 @@ impl Loader<'_> {
         if let Some(v) = &c.decode_variant {
             let text = self.repo.files.get(&entry.file).map(String::as_str);
             let vloc = key_loc(&entry.file, text.unwrap_or(""), "decode_variant");
-            if let Some(var) = self.component(v, &vloc) {
-                if var.inputs.len() != c.inputs.len() {
-                    self.err(SpecError::new(
-                        code::BAD_NODE,
-                        format!(
-                            "decode variant `{v}` takes {} inputs but `{name}` takes {}",
-                            var.inputs.len(),
-                            c.inputs.len()
-                        ),
-                        vloc,
-                    ));
-                }
+            if let Some(var) = self.component(v, &vloc)
+                && var.inputs.len() != c.inputs.len()
+            {
+                self.err(SpecError::new(
+                    code::BAD_NODE,
+                    format!(
+                        "decode variant `{v}` takes {} inputs but `{name}` takes {}",
+                        var.inputs.len(),
+                        c.inputs.len()
+                    ),
+                    vloc,
+                ));
             }
         }
         Some(c)
