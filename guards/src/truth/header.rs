@@ -177,14 +177,13 @@ pub fn parse_json(json: &[u8], payload_len: Option<u64>) -> Result<Header, Heade
         offset: e.valid_up_to(),
     })?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let raw = de
-        .deserialize_map(RawHeaderVisitor)
-        .and_then(|raw| de.end().map(|()| raw))
-        .map_err(|e| HeaderError::InvalidJson {
-            line: e.line(),
-            column: e.column(),
-            message: strip_position(&e.to_string()),
-        })?;
+    let invalid = |e: serde_json::Error| HeaderError::InvalidJson {
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    };
+    let raw = de.deserialize_map(RawHeaderVisitor).map_err(invalid)?;
+    de.end().map_err(invalid)?;
     let raw = raw?;
     let mut tensors = raw
         .entries
@@ -209,7 +208,7 @@ fn strip_position(message: &str) -> String {
 }
 
 struct RawHeader {
-    entries: Vec<(String, serde_json::Value)>,
+    entries: Vec<(String, RawEntry)>,
     metadata: Option<BTreeMap<String, String>>,
 }
 
@@ -225,24 +224,42 @@ impl<'de> Visitor<'de> for RawHeaderVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut entries: Vec<(String, serde_json::Value)> = Vec::new();
+        let mut entries: Vec<(String, RawEntry)> = Vec::new();
         let mut metadata = None;
         let mut seen = std::collections::HashSet::new();
+        // The first problem is kept and the rest of the object still read, so a syntax error
+        // further on is reported as what it is.
+        let mut first: Option<HeaderError> = None;
         while let Some(key) = map.next_key::<String>()? {
-            let value: serde_json::Value = map.next_value()?;
             if !seen.insert(key.clone()) {
-                return Ok(Err(HeaderError::DuplicateTensor { tensor: key }));
+                map.next_value::<serde::de::IgnoredAny>()?;
+                first.get_or_insert(HeaderError::DuplicateTensor { tensor: key });
+                continue;
             }
             if key == "__metadata__" {
+                let value: serde_json::Value = map.next_value()?;
                 match metadata_map(value) {
                     Ok(m) => metadata = Some(m),
-                    Err(e) => return Ok(Err(e)),
+                    Err(e) => {
+                        first.get_or_insert(e);
+                    }
                 }
-            } else {
-                entries.push((key, value));
+                continue;
+            }
+            match map.next_value::<EntryOrError>()? {
+                EntryOrError::Entry(e) => entries.push((key, e)),
+                EntryOrError::Error(message) => {
+                    first.get_or_insert(HeaderError::BadEntry {
+                        tensor: key,
+                        message,
+                    });
+                }
             }
         }
-        Ok(Ok(RawHeader { entries, metadata }))
+        Ok(match first {
+            Some(e) => Err(e),
+            None => Ok(RawHeader { entries, metadata }),
+        })
     }
 }
 
@@ -273,55 +290,190 @@ fn kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-fn entry(name: String, value: serde_json::Value) -> Result<HeaderTensor, HeaderError> {
+/// A tensor entry as written; numbers stay JSON numbers so negative or fractional values can
+/// be reported rather than rejected by the deserializer.
+struct RawEntry {
+    dtype: String,
+    shape: Vec<serde_json::Number>,
+    data_offsets: Vec<serde_json::Number>,
+}
+
+/// A well-formed entry, or why its (syntactically valid) JSON is not one. Visiting the three
+/// fields directly keeps the 92k entries of a large checkpoint cheap, and errors still name
+/// their tensor.
+enum EntryOrError {
+    Entry(RawEntry),
+    Error(String),
+}
+
+impl<'de> serde::Deserialize<'de> for EntryOrError {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(EntryVisitor)
+    }
+}
+
+struct EntryVisitor;
+
+fn not_an_object(got: &str) -> Result<EntryOrError, std::convert::Infallible> {
+    Ok(EntryOrError::Error(format!(
+        "expected an object {{dtype, shape, data_offsets}}, got {got}"
+    )))
+}
+
+macro_rules! reject_scalar {
+    ($($method:ident: $ty:ty => $what:literal),* $(,)?) => {
+        $(fn $method<E: serde::de::Error>(self, _: $ty) -> Result<EntryOrError, E> {
+            let Ok(v) = not_an_object($what);
+            Ok(v)
+        })*
+    };
+}
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = EntryOrError;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a tensor entry {dtype, shape, data_offsets}")
+    }
+
+    reject_scalar! {
+        visit_bool: bool => "a boolean",
+        visit_i64: i64 => "a number",
+        visit_u64: u64 => "a number",
+        visit_f64: f64 => "a number",
+        visit_str: &str => "a string",
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<EntryOrError, E> {
+        let Ok(v) = not_an_object("null");
+        Ok(v)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<EntryOrError, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        let Ok(v) = not_an_object("an array");
+        Ok(v)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EntryOrError, A::Error> {
+        let (mut dtype, mut shape, mut offsets) = (None, None, None);
+        let mut problem: Option<String> = None;
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+                Field::Dtype => match map.next_value::<serde_json::Value>()? {
+                    serde_json::Value::String(s) => dtype = Some(s),
+                    other => {
+                        problem
+                            .get_or_insert(format!("dtype must be a string, got {}", kind(&other)));
+                    }
+                },
+                Field::Shape | Field::Offsets => {
+                    let name = if field == Field::Shape {
+                        "shape"
+                    } else {
+                        "data_offsets"
+                    };
+                    match numbers(map.next_value::<serde_json::Value>()?) {
+                        Ok(v) if field == Field::Shape => shape = Some(v),
+                        Ok(v) => offsets = Some(v),
+                        Err(got) => {
+                            problem.get_or_insert(format!(
+                                "{name} must be an array of integers, got {got}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(p) = problem {
+            return Ok(EntryOrError::Error(p));
+        }
+        Ok(match (dtype, shape, offsets) {
+            (Some(dtype), Some(shape), Some(data_offsets)) => EntryOrError::Entry(RawEntry {
+                dtype,
+                shape,
+                data_offsets,
+            }),
+            (None, _, _) => EntryOrError::Error("missing `dtype`".into()),
+            (_, None, _) => EntryOrError::Error("missing `shape`".into()),
+            (_, _, None) => EntryOrError::Error("missing `data_offsets`".into()),
+        })
+    }
+}
+
+fn numbers(v: serde_json::Value) -> Result<Vec<serde_json::Number>, String> {
+    let serde_json::Value::Array(items) = v else {
+        return Err(kind(&v).to_string());
+    };
+    items
+        .into_iter()
+        .map(|x| match x {
+            serde_json::Value::Number(n) => Ok(n),
+            other => Err(format!("an array holding {}", kind(&other))),
+        })
+        .collect()
+}
+
+#[derive(PartialEq, Eq)]
+enum Field {
+    Dtype,
+    Shape,
+    Offsets,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FieldVisitor;
+        impl Visitor<'_> for FieldVisitor {
+            type Value = Field;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Field, E> {
+                Ok(match v {
+                    "dtype" => Field::Dtype,
+                    "shape" => Field::Shape,
+                    "data_offsets" => Field::Offsets,
+                    _ => Field::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(FieldVisitor)
+    }
+}
+
+fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
     let bad = |message: String| HeaderError::BadEntry {
         tensor: name.clone(),
         message,
     };
-    let serde_json::Value::Object(obj) = &value else {
-        return Err(bad(format!(
-            "expected an object {{dtype, shape, data_offsets}}, got {}",
-            kind(&value)
-        )));
-    };
-    let dtype_text = match obj.get("dtype") {
-        Some(serde_json::Value::String(s)) => s,
-        Some(other) => return Err(bad(format!("dtype must be a string, got {}", kind(other)))),
-        None => return Err(bad("missing `dtype`".into())),
-    };
-    let dtype = Dtype::parse(dtype_text).ok_or_else(|| HeaderError::UnknownDtype {
+    let dtype = Dtype::parse(&raw.dtype).ok_or_else(|| HeaderError::UnknownDtype {
         tensor: name.clone(),
-        dtype: dtype_text.clone(),
+        dtype: raw.dtype.clone(),
     })?;
-    let shape = match obj.get("shape") {
-        Some(serde_json::Value::Array(dims)) => dims
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                non_negative(d).map_err(|why| HeaderError::BadShape {
-                    tensor: name.clone(),
-                    message: format!("dimension {i} is {why}"),
-                })
-            })
-            .collect::<Result<Vec<u64>, _>>()?,
-        Some(other) => {
-            return Err(HeaderError::BadShape {
+    let shape = raw
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            non_negative(d).map_err(|why| HeaderError::BadShape {
                 tensor: name.clone(),
-                message: format!("must be an array of integers, got {}", kind(other)),
-            });
-        }
-        None => return Err(bad("missing `shape`".into())),
-    };
-    let offsets = match obj.get("data_offsets") {
-        Some(serde_json::Value::Array(o)) if o.len() == 2 => {
+                message: format!("dimension {i} is {why}"),
+            })
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
+    let offsets = match raw.data_offsets.as_slice() {
+        [a, b] => {
             let begin =
-                non_negative(&o[0]).map_err(|why| bad(format!("data_offsets begin is {why}")))?;
-            let end =
-                non_negative(&o[1]).map_err(|why| bad(format!("data_offsets end is {why}")))?;
+                non_negative(a).map_err(|why| bad(format!("data_offsets begin is {why}")))?;
+            let end = non_negative(b).map_err(|why| bad(format!("data_offsets end is {why}")))?;
             (begin, end)
         }
-        Some(_) => return Err(bad("data_offsets must be [begin, end]".into())),
-        None => return Err(bad("missing `data_offsets`".into())),
+        _ => return Err(bad("data_offsets must be [begin, end]".into())),
     };
     if offsets.1 < offsets.0 {
         return Err(HeaderError::BackwardOffsets {
@@ -359,18 +511,13 @@ fn entry(name: String, value: serde_json::Value) -> Result<HeaderTensor, HeaderE
     })
 }
 
-fn non_negative(v: &serde_json::Value) -> Result<u64, String> {
-    match v {
-        serde_json::Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                Ok(u)
-            } else if n.as_i64().is_some() {
-                Err(format!("negative ({n})"))
-            } else {
-                Err(format!("not an integer ({n})"))
-            }
-        }
-        other => Err(format!("{} (expected a non-negative integer)", kind(other))),
+fn non_negative(n: &serde_json::Number) -> Result<u64, String> {
+    if let Some(u) = n.as_u64() {
+        Ok(u)
+    } else if n.as_i64().is_some() {
+        Err(format!("negative ({n})"))
+    } else {
+        Err(format!("not an integer ({n})"))
     }
 }
 
