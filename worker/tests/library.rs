@@ -207,6 +207,20 @@ fn kv_cache_and_state_sizes_match_the_reference() {
 }
 
 #[test]
+fn deepseek_v3_mtp_layer_holds_a_cache_that_kv_bytes_leave_out() {
+    let (a, _) = evaluate_library("deepseek-ai/DeepSeek-V3", false);
+    let mtp: i128 = a
+        .caches
+        .iter()
+        .filter(|c| a.nodes[c.node].top_role.as_deref() == Some("mtp"))
+        .map(|c| c.elements.v * c.dtype_bytes as i128 * c.count.v)
+        .sum();
+    // One MTP layer caches its own latent and rope key: (512 + 64) × 2 bytes.
+    assert_eq!(mtp, 1_152);
+    assert_eq!(a.kv_bytes_per_token().v, 70_272);
+}
+
+#[test]
 fn qwen3_next_state_splits_into_recurrent_and_conv_state() {
     let (a, _) = evaluate_library("Qwen/Qwen3-Next-80B-A3B", false);
     let by_kind = |kind: &str| -> i128 {
