@@ -128,7 +128,7 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
         let declared: BTreeSet<String> = st.streams.iter().map(|s| s.name.clone()).collect();
         for w in written.iter().chain(read.iter()) {
             if !declared.contains(w) {
-                out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{w}` is written or read inside stack `{}` but the stack does not declare it", node.id), node.loc.clone()).hint(format!("declare it under the stack's `streams:` with a `src:` anchor")));
+                out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{w}` is written or read inside stack `{}` but the stack does not declare it", node.id), node.loc.clone()).hint("declare it under the stack's `streams:` with a `src:` anchor"));
             }
         }
     }

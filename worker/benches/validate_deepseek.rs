@@ -21,6 +21,18 @@ fn peak_rss_kib() -> Option<u64> {
         .ok()
 }
 
+/// User + system CPU seconds of this process so far (wall time on a loaded machine says little).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // Fields 14 and 15 of /proc/self/stat (utime, stime), counted after the `)`: 12th and 13th.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -36,6 +48,7 @@ fn main() {
     let root = specs::root();
     let (mut read, mut check, mut total) = (vec![], vec![], vec![]);
     let mut last = None;
+    let cpu0 = cpu_seconds();
     for _ in 0..RUNS {
         let t0 = Instant::now();
         let t = truth_dir::load_truth_dir(dir.path()).expect("load truth dir");
@@ -53,6 +66,28 @@ fn main() {
         total.push(t2 - t0);
         last = Some(report);
     }
+    let cpu_per_run = (cpu_seconds() - cpu0) / RUNS as f64;
+    // Where the time goes, once: repository read, load, one evaluation.
+    let repo_t = Instant::now();
+    let repo = specs::read_repo(&root, &[]).expect("spec repo");
+    let load_t = Instant::now();
+    let model = subject::architectures(&truth.config)
+        .iter()
+        .find_map(|a| repo.model_for_architecture(a))
+        .expect("spec")
+        .to_string();
+    let ir = repo.load_model(&model).expect("loads");
+    let eval_t = Instant::now();
+    let a = harch_engine::evaluate(&ir, &truth.config, harch_engine::EvalOptions::default());
+    let done = Instant::now();
+    println!(
+        "  phases: read spec repo {:.1} ms, load {:.1} ms, evaluate {:.1} ms ({} nodes, {} weight rows)",
+        (load_t - repo_t).as_secs_f64() * 1e3,
+        (eval_t - load_t).as_secs_f64() * 1e3,
+        (done - eval_t).as_secs_f64() * 1e3,
+        a.nodes.len(),
+        a.weights.len()
+    );
     let r = last.expect("ran");
     println!(
         "validate {MODEL}: {} tensors in 163 shard headers, valid = {}, errors = {}",
@@ -74,6 +109,10 @@ fn main() {
         "  total:                                         median {:.1} ms, min {:.1} ms ({RUNS} runs)",
         median(total.clone()).as_secs_f64() * 1e3,
         total.iter().min().unwrap().as_secs_f64() * 1e3
+    );
+    println!(
+        "  CPU time per run (user + system): {:.1} ms",
+        cpu_per_run * 1e3
     );
     if let Some(kib) = peak_rss_kib() {
         println!("  peak RSS of the process: {:.1} MiB", kib as f64 / 1024.0);

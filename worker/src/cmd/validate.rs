@@ -41,7 +41,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render(&report, &s.truth_origin));
+        print!(
+            "{}",
+            render(
+                &report,
+                &s.truth_origin,
+                Some(std::path::Path::new(&args.spec))
+            )
+        );
     }
     Ok(if report.valid {
         ExitCode::SUCCESS
@@ -51,12 +58,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Compiler-style text: code, message, the YAML line, and a help with the correct form.
-pub fn render(r: &Report, origin: &str) -> String {
+/// `spec` is the file the command named, shown when a location points at it from outside the
+/// repository.
+pub fn render(r: &Report, origin: &str, spec: Option<&std::path::Path>) -> String {
     let root = specs::root();
     let mut out = String::new();
     for (kind, list) in [("error", &r.errors), ("warning", &r.warnings)] {
         for d in list.iter() {
-            out.push_str(&diagnostic(kind, d, &root));
+            out.push_str(&diagnostic(kind, d, &root, spec));
         }
     }
     let s = &r.summary;
@@ -81,7 +90,12 @@ pub fn render(r: &Report, origin: &str) -> String {
     out
 }
 
-fn diagnostic(kind: &str, d: &Diagnostic, root: &std::path::Path) -> String {
+fn diagnostic(
+    kind: &str,
+    d: &Diagnostic,
+    root: &std::path::Path,
+    spec: Option<&std::path::Path>,
+) -> String {
     let mut s = format!("{kind}[{}]: {}\n", d.code, d.message);
     let l = &d.location;
     if let Some(file) = &l.file {
@@ -94,7 +108,13 @@ fn diagnostic(kind: &str, d: &Diagnostic, root: &std::path::Path) -> String {
         }
         s.push('\n');
         let path = root.join(file);
-        let text = std::fs::read_to_string(&path).or_else(|_| std::fs::read_to_string(file));
+        let named = spec.filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .is_some_and(|n| file.ends_with(&*n.to_string_lossy()))
+        });
+        let text = std::fs::read_to_string(&path)
+            .or_else(|e| named.map(std::fs::read_to_string).unwrap_or(Err(e)));
         if let (Ok(text), true) = (text, l.line > 0)
             && let Some(line) = text.lines().nth(l.line as usize - 1)
         {
