@@ -1,0 +1,130 @@
+//! `harch-worker validate` as a user runs it: exit codes, JSON shape, and the human output pinned
+//! by a golden file (`UPDATE_GOLDEN=1` rewrites it after a deliberate change).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn validate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
+        .current_dir(root())
+        .arg("validate")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn broken_llama(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("specs/models/llama.yaml")).unwrap();
+    let broken = text.replacen(
+        "n_vocab: config.vocab_size",
+        "n_vocab: \"config.vocab_size - 1\"",
+        1,
+    );
+    assert_ne!(text, broken);
+    let p = dir.join("llama_broken.yaml");
+    std::fs::write(&p, broken).unwrap();
+    p
+}
+
+#[test]
+fn a_library_model_is_valid_and_exits_zero() {
+    let (code, out, err) = validate(&["meta-llama/Llama-3.1-8B"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.trim_end().ends_with("valid (0 warnings)"), "{out}");
+    assert!(
+        out.contains("291 of 291 checkpoint tensors matched"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_invalid_spec_exits_one_with_located_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = broken_llama(dir.path());
+    let (code, out, _) = validate(&[spec.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["guards"].as_array().unwrap().len(), 8);
+    let errors = v["errors"].as_array().unwrap();
+    let w003: Vec<&serde_json::Value> = errors.iter().filter(|e| e["code"] == "W003").collect();
+    assert_eq!(w003.len(), 2, "embed_tokens and lm_head: {errors:#?}");
+    for e in &w003 {
+        assert_eq!(e["guard"], "weight");
+        assert_eq!(e["location"]["file"], "specs/models/llama_broken.yaml");
+        assert!(e["location"]["line"].as_u64().unwrap() > 0);
+        assert!(e["hint"].is_string());
+    }
+    let nodes: Vec<&str> = w003
+        .iter()
+        .map(|e| e["location"]["node"].as_str().unwrap())
+        .collect();
+    assert!(
+        nodes.contains(&"embed_tokens") && nodes.contains(&"lm_head"),
+        "{nodes:?}"
+    );
+    assert_eq!(v["summary"]["byte_diff"], -16384);
+    for key in [
+        "checkpoint_bytes",
+        "spec_bytes",
+        "checkpoint_tensors",
+        "matched_tensors",
+    ] {
+        assert!(v["summary"][key].is_number(), "{key}");
+    }
+}
+
+#[test]
+fn human_output_matches_the_golden_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = broken_llama(dir.path());
+    let (code, out, _) = validate(&[spec.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let golden = root().join("tests/golden/validate_vocab_off_by_one.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap();
+    assert_eq!(
+        out, want,
+        "rerun with UPDATE_GOLDEN=1 after a deliberate change"
+    );
+    assert!(
+        out.contains("error[W003]")
+            && out.contains("  --> specs/models/llama_broken.yaml:")
+            && out.contains("= help:")
+    );
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    assert_eq!(
+        validate(&["meta-llama/Llama-3.1-8B", "--tier", "bogus"]).0,
+        2
+    );
+    assert_eq!(validate(&["no/such-model"]).0, 2);
+    assert_eq!(validate(&["missing.yaml"]).0, 2);
+}
+
+#[test]
+fn tiers_say_which_guards_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = broken_llama(dir.path());
+    let (code, out, _) = validate(&[spec.to_str().unwrap(), "--json", "--tier", "off"]);
+    assert_eq!(code, 0, "with every guard off nothing is checked");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["guards"].as_array().unwrap().len(), 0);
+    let (code, out, _) = validate(&[spec.to_str().unwrap(), "--json", "--guards", "source,shape"]);
+    assert_eq!(code, 0, "the weight guard is what catches this mistake");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["guards"], serde_json::json!(["shape", "source"]));
+}
