@@ -43,7 +43,11 @@ struct Figures {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let base = setup(&args.flags)?;
-    let mut rows = Vec::new();
+    println!(
+        "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
+        "BACKEND", "JOBS", "ENQUEUE/S", "DRAIN/S", "DRAIN S", "OVERHEAD/JOB MS", "FAILED"
+    );
+    let mut failed = 0;
     for backend in &args.backends {
         let tmp = tempfile::tempdir()?;
         let mut settings = base.clone();
@@ -63,17 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let figures = block_on(
             args.concurrency,
             measure(Arc::new(settings.clone()), backend, args.jobs),
-        )??;
+        )?;
         if backend == "redis" {
             block_on(1, drop_redis_queue(&args.redis_url, &settings.queue.name))??;
         }
-        rows.push(figures);
-    }
-    println!(
-        "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
-        "BACKEND", "JOBS", "ENQUEUE/S", "DRAIN/S", "DRAIN S", "OVERHEAD/JOB MS", "FAILED"
-    );
-    for f in &rows {
+        let f = figures?;
         // Slot-time a job held minus its stages' own work, per job.
         let slot_ms = f.drain_s * 1000.0 * args.concurrency as f64;
         let overhead = (slot_ms - f.stage_work_ms as f64) / f.jobs as f64;
@@ -87,8 +85,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             overhead,
             f.failed
         );
+        failed += f.failed;
     }
-    Ok(if rows.iter().all(|f| f.failed == 0) {
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

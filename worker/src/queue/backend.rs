@@ -25,6 +25,22 @@ pub struct JobTicket {
 /// hard-codes 25 anyway).
 const STORE_MAX_ATTEMPTS: usize = 25;
 
+/// Tickets moved per promotion round trip: well under Lua's unpack limit (~8,000).
+const PROMOTE_CHUNK: u64 = 2000;
+
+/// Promotes up to ARGV[2] tickets due at ARGV[1] (seconds, as apalis-redis scores them) from the
+/// scheduled set to the active list, and signals that work is available, as apalis-redis does.
+const PROMOTE_DUE: &str = r#"
+local ids = redis.call("zrangebyscore", KEYS[1], 0, ARGV[1], "LIMIT", 0, ARGV[2])
+if #ids > 0 then
+    redis.call("rpush", KEYS[2], unpack(ids))
+    redis.call("zrem", KEYS[1], unpack(ids))
+    redis.call("del", KEYS[3])
+    redis.call("lpush", KEYS[3], 1)
+end
+return #ids
+"#;
+
 pub enum QueueBackend {
     Sqlite(SqliteStorage<JobTicket>),
     Redis(RedisStorage<JobTicket>),
@@ -86,6 +102,41 @@ impl QueueBackend {
         match self {
             QueueBackend::Sqlite(_) => "sqlite",
             QueueBackend::Redis(_) => "redis",
+        }
+    }
+
+    /// Moves tickets that are due from the Redis store's scheduled set to its active list, at
+    /// most `PROMOTE_CHUNK` per round trip. apalis-redis puts every ticket in the scheduled set
+    /// and promotes all due ones inside its fetch script with one Lua `unpack`, which fails once
+    /// about 8,000 are due at the same time (e.g. 10,000 enqueued before a worker starts); the
+    /// worker then cannot fetch at all. Promoting in chunks first keeps that list short.
+    /// A no-op on SQLite.
+    pub async fn promote_due(&mut self) -> anyhow::Result<u64> {
+        let QueueBackend::Redis(storage) = self else {
+            return Ok(0);
+        };
+        let config = storage.get_config().clone();
+        let conn = storage.get_connection();
+        let script = redis::Script::new(PROMOTE_DUE);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut total = 0u64;
+        loop {
+            let moved: u64 = script
+                .key(config.scheduled_jobs_set())
+                .key(config.active_jobs_list())
+                .key(config.signal_list())
+                .arg(now)
+                .arg(PROMOTE_CHUNK)
+                .invoke_async(conn)
+                .await
+                .context("cannot promote due tickets in Redis")?;
+            total += moved;
+            if moved < PROMOTE_CHUNK {
+                return Ok(total);
+            }
         }
     }
 

@@ -87,7 +87,11 @@ pub async fn run_worker(
             worker_name: name.clone(),
             shutdown: stop_rx.clone(),
         });
-        let backend = QueueBackend::connect(&settings).await?;
+        let mut backend = QueueBackend::connect(&settings).await?;
+        backend.promote_due().await?;
+        if matches!(backend, QueueBackend::Redis(_)) {
+            tokio::spawn(keep_promoting(settings.clone(), stop_rx.clone()));
+        }
         info!(worker = %name, backend = backend.name(), concurrency = opts.concurrency, "worker started");
         let result = match backend {
             QueueBackend::Sqlite(b) => run_apalis!(b, name, opts.concurrency, state, stop_rx),
@@ -122,6 +126,23 @@ async fn handle_ticket(
         Err(e) => {
             error!(job = %ticket.job_id, error = %format!("{e:#}"), "job delivery failed");
             Err(e.into())
+        }
+    }
+}
+
+/// Promotes due Redis tickets every heartbeat while the worker runs, so a large enqueue while
+/// all job slots are busy does not pile up more due tickets than apalis-redis can promote.
+async fn keep_promoting(settings: Arc<Settings>, mut stop: watch::Receiver<bool>) {
+    let Ok(mut backend) = QueueBackend::connect(&settings).await else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(settings.heartbeat()) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if let Err(e) = backend.promote_due().await {
+            warn!(error = %format!("{e:#}"), "cannot promote due tickets");
         }
     }
 }
