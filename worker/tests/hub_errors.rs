@@ -41,7 +41,8 @@ async fn missing_repo_is_told_apart_from_a_missing_file() {
 
     let mut repo = sharded_repo(1);
     repo.files.remove("config.json");
-    // The API lists no config.json; the fetcher still asks for it (it is required).
+    // The API lists no config.json; the fetcher still asks for it (it is required), together
+    // with the index.
     let (result, reqs, written) = run(repo, vec![]).await;
     let err = result.unwrap_err();
     assert!(
@@ -50,7 +51,7 @@ async fn missing_repo_is_told_apart_from_a_missing_file() {
     );
     assert!(err.to_string().contains("no file `config.json`"));
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
     assert!(!written);
 }
 
@@ -69,7 +70,7 @@ async fn plain_404_on_the_api_means_no_repo_and_on_resolve_means_no_file() {
     )
     .await;
     assert!(matches!(result, Err(FetchError::FileNotFound { .. })));
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
 }
 
 #[tokio::test]
@@ -104,7 +105,7 @@ async fn gated_repo_without_token_and_with_a_wrong_token() {
     );
     assert!(err.to_string().contains("set HF_TOKEN"));
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
     assert!(!written);
 
     let (server, hub) = MockHub::start(Duration::ZERO).await;
@@ -125,7 +126,7 @@ async fn gated_repo_without_token_and_with_a_wrong_token() {
         "{err}"
     );
     assert!(err.to_string().contains("has no access"));
-    assert_eq!(requests(&server).await.len(), 2);
+    assert_eq!(requests(&server).await.len(), 3);
 }
 
 #[tokio::test]
@@ -182,7 +183,7 @@ async fn persistent_server_errors_end_as_a_transient_error() {
         "{err}"
     );
     assert!(err.is_transient());
-    assert_eq!(reqs.len(), 1 + 3);
+    assert_eq!(reqs.len(), 1 + 3 + 1);
     assert!(!written);
 }
 

@@ -72,7 +72,28 @@ pub enum InventoryError {
     TotalSizeMismatch { declared: u64, actual: u128 },
 }
 
+/// The common, well-formed case, parsed without building a JSON tree (a 163-shard index is
+/// 9 MB); anything it rejects is parsed again by the checking path for a precise error.
+#[derive(serde::Deserialize)]
+struct TypedIndex {
+    #[serde(default)]
+    metadata: Option<TypedMetadata>,
+    weight_map: BTreeMap<String, String>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedMetadata {
+    #[serde(default)]
+    total_size: Option<u64>,
+}
+
 pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
+    if let Ok(typed) = serde_json::from_slice::<TypedIndex>(bytes) {
+        return Ok(Index {
+            weight_map: typed.weight_map,
+            total_size: typed.metadata.and_then(|m| m.total_size),
+        });
+    }
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| IndexError::InvalidJson {
             line: e.line(),

@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long)]
     pub offline: bool,
     /// Requests in flight at once.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 30)]

@@ -47,23 +47,30 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
     }
     let has = |f: &str| siblings.as_ref().is_none_or(|s| s.contains(f));
 
-    let config = fetch_file(&hub, &sha, truth_dir::CONFIG).await?;
+    // Independent of each other: one round trip for the three.
+    let (want_generation, want_index) = (has(truth_dir::GENERATION_CONFIG), has(truth_dir::INDEX));
+    let (config, generation, index_file) = tokio::join!(
+        fetch_file(&hub, &sha, truth_dir::CONFIG),
+        async {
+            match want_generation {
+                true => fetch_optional(&hub, &sha, truth_dir::GENERATION_CONFIG).await,
+                false => Ok(None),
+            }
+        },
+        async {
+            match want_index {
+                true => fetch_optional(&hub, &sha, truth_dir::INDEX).await,
+                false => Ok(None),
+            }
+        },
+    );
+    let (config, generation, index_file) = (config?, generation?, index_file?);
     let config_json: serde_json::Value =
         serde_json::from_slice(&config.body).map_err(|e| FetchError::Invalid {
             repo: opts.model_id.clone(),
             file: truth_dir::CONFIG.into(),
             message: e.to_string(),
         })?;
-    let generation = if has(truth_dir::GENERATION_CONFIG) {
-        fetch_optional(&hub, &sha, truth_dir::GENERATION_CONFIG).await?
-    } else {
-        None
-    };
-    let index_file = if has(truth_dir::INDEX) {
-        fetch_optional(&hub, &sha, truth_dir::INDEX).await?
-    } else {
-        None
-    };
     let index: Option<Index> = match &index_file {
         Some(f) => Some(
             index::parse_index(&f.body).map_err(|e| FetchError::Invalid {

@@ -65,7 +65,7 @@ impl FetchOptions {
                 matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
             }),
             cache_dir: Cache::default_root(),
-            concurrency: 32,
+            concurrency: 64,
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
             progress: false,

@@ -49,9 +49,14 @@ impl MockFile {
     }
 
     fn slice(&self, start: u64, end_inclusive: u64) -> Vec<u8> {
-        (start..=end_inclusive)
-            .map(|i| self.prefix.get(i as usize).copied().unwrap_or(0))
-            .collect()
+        let mut out = vec![0u8; (end_inclusive + 1 - start) as usize];
+        let have = self.prefix.len() as u64;
+        if start < have {
+            let upto = have.min(end_inclusive + 1);
+            out[..(upto - start) as usize]
+                .copy_from_slice(&self.prefix[start as usize..upto as usize]);
+        }
+        out
     }
 }
 

@@ -1,0 +1,234 @@
+//! Fetch benchmark: the real DeepSeek-V3 inventory (91,991 tensors; the bundled snapshot placed
+//! into 163 shards in layer order, balanced by bytes) served by a local mock Hub with a fixed
+//! per-request latency. Reports wall time, requests and bytes for `fetch_truth`, then, when a
+//! Python with huggingface_hub is at hand, for `huggingface_hub.get_safetensors_metadata`
+//! against the same mock (scripts/bench-hf-safetensors-metadata.py).
+//!
+//! ```text
+//! cargo bench -p harch-worker --bench fetch_deepseek
+//! HARCH_BENCH_LATENCY_MS=20,50 HARCH_BENCH_PYTHON=.cache/bench-venv/bin/python cargo bench ...
+//! ```
+
+#[path = "../tests/support/mock_hub.rs"]
+mod mock_hub;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use harch_guards::truth::TensorInfo;
+use harch_worker::hub::{FetchOptions, fetch_truth};
+use mock_hub::{MockFile, MockHub, MockRepo, requests};
+
+const MODEL: &str = "deepseek-ai/DeepSeek-V3";
+const SHARDS: usize = 163;
+
+fn main() {
+    let latencies: Vec<u64> = std::env::var("HARCH_BENCH_LATENCY_MS")
+        .unwrap_or_else(|_| "20".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let repo = deepseek_repo();
+    let python = python_with_hf_hub();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    println!("| client | latency | wall s | requests | inventory requests | bytes |");
+    println!("|---|---|---|---|---|---|");
+    for ms in latencies {
+        let latency = Duration::from_millis(ms);
+        let rust = runtime.block_on(bench_rust(&repo, latency));
+        println!("{}", rust.row("harch fetch_truth", ms));
+        if let Some(py) = &python {
+            match runtime.block_on(bench_python(&repo, latency, py)) {
+                Ok(r) => println!("{}", r.row("huggingface_hub get_safetensors_metadata", ms)),
+                Err(e) => println!("| python | {ms} ms | failed: {e} | | | |"),
+            }
+        }
+    }
+    if python.is_none() {
+        eprintln!(
+            "(no Python with huggingface_hub: set HARCH_BENCH_PYTHON or create .cache/bench-venv, see docs/benchmarks.md)"
+        );
+    }
+}
+
+struct Outcome {
+    wall: Duration,
+    requests: usize,
+    inventory_requests: usize,
+    bytes: u64,
+}
+
+impl Outcome {
+    fn row(&self, client: &str, ms: u64) -> String {
+        format!(
+            "| {client} | {ms} ms | {:.3} | {} | {} | {} |",
+            self.wall.as_secs_f64(),
+            self.requests,
+            self.inventory_requests,
+            self.bytes
+        )
+    }
+}
+
+/// Requests for the inventory alone: revision lookup, index (incl. probes for it and for a
+/// single model.safetensors), shard headers (resolve and CDN hops). The rest (config, generation config, remote code)
+/// is what only harch fetches.
+fn inventory_requests(reqs: &[String]) -> usize {
+    reqs.iter()
+        .filter(|r| r.contains("/revision/") || r.contains(".safetensors"))
+        .count()
+}
+
+async fn bench_rust(repo: &MockRepo, latency: Duration) -> Outcome {
+    let (server, hub) = MockHub::start(latency).await;
+    hub.add_repo(MODEL, repo.clone());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut opts = FetchOptions::from_env(MODEL, dir.path().join("truth"));
+    opts.endpoint = server.uri();
+    opts.token = None;
+    opts.offline = false;
+    opts.cache_dir = None;
+    let started = Instant::now();
+    let report = fetch_truth(&opts).await.expect("fetch");
+    let wall = started.elapsed();
+    assert_eq!(report.tensors, 91_991);
+    assert_eq!(report.shards, SHARDS);
+    let reqs = requests(&server).await;
+    assert_eq!(report.requests as usize, reqs.len());
+    // Reading back what was written: the cost `validate` pays per run for the inventory.
+    let load_started = Instant::now();
+    let truth = harch_worker::truth_dir::load_truth_dir(&dir.path().join("truth")).expect("load");
+    eprintln!(
+        "load_truth_dir: {} tensors in {:.1} ms",
+        truth.inventory.tensors.len(),
+        load_started.elapsed().as_secs_f64() * 1e3
+    );
+    Outcome {
+        wall,
+        requests: reqs.len(),
+        inventory_requests: inventory_requests(&reqs),
+        bytes: hub.sent_bytes.load(Ordering::Relaxed),
+    }
+}
+
+async fn bench_python(
+    repo: &MockRepo,
+    latency: Duration,
+    python: &Path,
+) -> Result<Outcome, String> {
+    let (server, hub) = MockHub::start(latency).await;
+    hub.add_repo(MODEL, repo.clone());
+    let home = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench-hf-safetensors-metadata.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(MODEL)
+        .env("HF_ENDPOINT", server.uri())
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_DISABLE_TELEMETRY", "1")
+        .env("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        .env_remove("HF_TOKEN")
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    if v["tensors"] != 91_991 {
+        return Err(format!("python saw {} tensors", v["tensors"]));
+    }
+    let reqs = requests(&server).await;
+    Ok(Outcome {
+        wall: Duration::from_secs_f64(v["wall_s"].as_f64().unwrap_or(f64::NAN)),
+        requests: reqs.len(),
+        inventory_requests: inventory_requests(&reqs),
+        bytes: hub.sent_bytes.load(Ordering::Relaxed),
+    })
+}
+
+fn python_with_hf_hub() -> Option<PathBuf> {
+    let candidate = std::env::var_os("HARCH_BENCH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/bench-venv/bin/python")
+        });
+    candidate.exists().then_some(candidate)
+}
+
+/// The mock repo: config (from the snapshot), generation config, remote code named by
+/// auto_map, the index and 163 virtual shards.
+fn deepseek_repo() -> MockRepo {
+    let truth = harch_worker::snapshot::load_snapshot(MODEL).expect("bundled DeepSeek-V3 snapshot");
+    let mut tensors = truth.inventory.tensors.clone();
+    tensors.sort_by_key(|t| (layer_of(&t.name), t.name.clone()));
+    let total: u128 = tensors.iter().map(TensorInfo::nbytes).sum();
+    let per_shard = total.div_ceil(SHARDS as u128);
+    let mut shards: Vec<Vec<&TensorInfo>> = vec![Vec::new(); SHARDS];
+    let mut acc: u128 = 0;
+    for t in &tensors {
+        let i = ((acc / per_shard) as usize).min(SHARDS - 1);
+        shards[i].push(t);
+        acc += t.nbytes();
+    }
+    let mut repo = MockRepo::default();
+    let mut weight_map = serde_json::Map::new();
+    for (i, shard) in shards.iter().enumerate() {
+        let file = format!("model-{:05}-of-{SHARDS:06}.safetensors", i + 1);
+        let mut header = serde_json::Map::new();
+        header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
+        let mut offset: u64 = 0;
+        for t in shard {
+            let n = t.nbytes() as u64;
+            header.insert(
+                t.name.clone(),
+                serde_json::json!({"dtype": t.dtype.as_str(), "shape": t.shape, "data_offsets": [offset, offset + n]}),
+            );
+            offset += n;
+            weight_map.insert(t.name.clone(), file.clone().into());
+        }
+        let json = serde_json::to_string(&header).expect("header json");
+        repo.files.insert(file, MockFile::shard(&json, offset));
+    }
+    let index =
+        serde_json::json!({"metadata": {"total_size": total as u64}, "weight_map": weight_map});
+    repo.files.insert(
+        "model.safetensors.index.json".into(),
+        MockFile::small(serde_json::to_vec_pretty(&index).expect("index json")),
+    );
+    repo.files.insert(
+        "config.json".into(),
+        MockFile::small(serde_json::to_vec_pretty(&truth.config).expect("config json")),
+    );
+    repo.files.insert(
+        "generation_config.json".into(),
+        MockFile::small(
+            br#"{"_from_model_config": true, "bos_token_id": 0, "eos_token_id": 1}"#.to_vec(),
+        ),
+    );
+    for file in harch_worker::source::auto_map_files(&truth.config) {
+        repo.files
+            .insert(file, MockFile::small(b"# remote code stand-in\n".to_vec()));
+    }
+    repo
+}
+
+fn layer_of(name: &str) -> u64 {
+    name.strip_prefix("model.layers.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|n| n.parse().ok())
+        .map_or(
+            if name.starts_with("model.embed") {
+                0
+            } else {
+                u64::MAX
+            },
+            |l: u64| l + 1,
+        )
+}
