@@ -55,19 +55,37 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
     if truth_dir.is_none() && !looks_like_model_id(arg) {
         // A spec alone: evaluate it against the bundled snapshot of a checkpoint it serves. A
         // spec that does not parse gets empty truth; loading it reports why.
-        let Some(archs) = target.repo.model_architectures(&target.model).map(<[String]>::to_vec) else {
-            return Ok(Subject { target, truth: Truth::default(), truth_origin: "nothing (the spec does not parse)".into() });
+        let Some(archs) = target
+            .repo
+            .model_architectures(&target.model)
+            .map(<[String]>::to_vec)
+        else {
+            return Ok(Subject {
+                target,
+                truth: Truth::default(),
+                truth_origin: "nothing (the spec does not parse)".into(),
+            });
         };
         for id in snapshot::snapshot_ids() {
             if let Some(t) = snapshot::try_load_snapshot(id)?
                 && architectures(&t.config).iter().any(|a| archs.contains(a))
             {
-                return Ok(Subject { target, truth: with_native_source(t), truth_origin: format!("bundled snapshot of {id}") });
+                return Ok(Subject {
+                    target,
+                    truth: with_native_source(t),
+                    truth_origin: format!("bundled snapshot of {id}"),
+                });
             }
         }
-        bail!("no bundled snapshot has the architectures {archs:?} of spec `{arg}`; pass `--truth DIR`");
+        bail!(
+            "no bundled snapshot has the architectures {archs:?} of spec `{arg}`; pass `--truth DIR`"
+        );
     }
-    Ok(Subject { target, truth: with_native_source(truth), truth_origin: origin })
+    Ok(Subject {
+        target,
+        truth: with_native_source(truth),
+        truth_origin: origin,
+    })
 }
 
 /// Truth without forward source (a bundled snapshot) gets the transformers modeling file of its
