@@ -24,13 +24,12 @@ fn peak_rss_kib() -> Option<u64> {
 /// User + system CPU seconds of this process so far (wall time on a loaded machine says little).
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // After the `)` that closes the command name come fields 3 (state), 4, ...; utime and stime
+    // are fields 14 and 15, so the 12th and 13th tokens after the `)`.
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // Fields 14 and 15 of /proc/self/stat (utime, stime), counted after the `)`: 12th and 13th.
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
