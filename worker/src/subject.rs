@@ -117,3 +117,20 @@ pub fn render_errors(errs: &[harch_engine::SpecError]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Load the subject's spec and evaluate it once; spec errors are printed and become exit 1.
+pub fn evaluated(
+    s: &Subject,
+    opts: harch_engine::EvalOptions,
+) -> Result<(harch_engine::ModelIr, harch_engine::Analysis), std::process::ExitCode> {
+    let ir = specs::load(&s.target).map_err(|errs| {
+        eprintln!("{}", render_errors(&errs));
+        std::process::ExitCode::from(1)
+    })?;
+    let a = harch_engine::evaluate(&ir, &s.truth.config, opts);
+    if !a.errors.is_empty() {
+        eprintln!("{}", render_errors(&a.errors));
+        return Err(std::process::ExitCode::from(1));
+    }
+    Ok((ir, a))
+}

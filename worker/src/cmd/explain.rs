@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use harch_engine::EvalOptions;
 use harch_engine::analysis::{QUANTITIES, REPORT_CONTEXT};
-use harch_engine::{EvalOptions, evaluate};
 use harch_worker::subject;
 
 #[derive(clap::Args)]
@@ -21,19 +21,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
-    let ir = match harch_worker::specs::load(&s.target) {
-        Ok(ir) => ir,
-        Err(errs) => {
-            eprintln!("{}", subject::render_errors(&errs));
-            return Ok(ExitCode::from(1));
-        }
-    };
     // The same walk, with symbols bound: the formula and the value come out together.
-    let a = evaluate(&ir, &s.truth.config, EvalOptions { symbolic: true });
-    if !a.errors.is_empty() {
-        eprintln!("{}", subject::render_errors(&a.errors));
-        return Ok(ExitCode::from(1));
-    }
+    let (ir, a) = match subject::evaluated(&s, EvalOptions { symbolic: true }) {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
     let Some(q) = a.quantity(&args.quantity, args.ctx as i128) else {
         eprintln!(
             "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>",

@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use harch_engine::{EvalOptions, evaluate};
+use harch_engine::EvalOptions;
 use harch_worker::subject;
 
 #[derive(clap::Args)]
@@ -17,18 +17,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
-    let ir = match harch_worker::specs::load(&s.target) {
-        Ok(ir) => ir,
-        Err(errs) => {
-            eprintln!("{}", subject::render_errors(&errs));
-            return Ok(ExitCode::from(1));
-        }
+    let (ir, a) = match subject::evaluated(&s, EvalOptions::default()) {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
     };
-    let a = evaluate(&ir, &s.truth.config, EvalOptions::default());
-    if !a.errors.is_empty() {
-        eprintln!("{}", subject::render_errors(&a.errors));
-        return Ok(ExitCode::from(1));
-    }
     let sum = a.summary();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sum)?);
