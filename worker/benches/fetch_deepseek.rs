@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use harch_guards::truth::TensorInfo;
 use harch_worker::hub::{FetchOptions, fetch_truth};
 use mock_hub::{MockFile, MockHub, MockRepo, requests};
 
@@ -166,38 +165,11 @@ fn python_with_hf_hub() -> Option<PathBuf> {
 /// auto_map, the index and 163 virtual shards.
 fn deepseek_repo() -> MockRepo {
     let truth = harch_worker::snapshot::load_snapshot(MODEL).expect("bundled DeepSeek-V3 snapshot");
-    let mut tensors = truth.inventory.tensors.clone();
-    tensors.sort_by_key(|t| (layer_of(&t.name), t.name.clone()));
-    let total: u128 = tensors.iter().map(TensorInfo::nbytes).sum();
-    let per_shard = total.div_ceil(SHARDS as u128);
-    let mut shards: Vec<Vec<&TensorInfo>> = vec![Vec::new(); SHARDS];
-    let mut acc: u128 = 0;
-    for t in &tensors {
-        let i = ((acc / per_shard) as usize).min(SHARDS - 1);
-        shards[i].push(t);
-        acc += t.nbytes();
-    }
+    let (shards, index) = harch_worker::synth::shard(&truth, SHARDS);
     let mut repo = MockRepo::default();
-    let mut weight_map = serde_json::Map::new();
-    for (i, shard) in shards.iter().enumerate() {
-        let file = format!("model-{:05}-of-{SHARDS:06}.safetensors", i + 1);
-        let mut header = serde_json::Map::new();
-        header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
-        let mut offset: u64 = 0;
-        for t in shard {
-            let n = t.nbytes() as u64;
-            header.insert(
-                t.name.clone(),
-                serde_json::json!({"dtype": t.dtype.as_str(), "shape": t.shape, "data_offsets": [offset, offset + n]}),
-            );
-            offset += n;
-            weight_map.insert(t.name.clone(), file.clone().into());
-        }
-        let json = serde_json::to_string(&header).expect("header json");
-        repo.files.insert(file, MockFile::shard(&json, offset));
+    for (file, header, payload) in shards {
+        repo.files.insert(file, MockFile::shard(&header, payload));
     }
-    let index =
-        serde_json::json!({"metadata": {"total_size": total as u64}, "weight_map": weight_map});
     repo.files.insert(
         "model.safetensors.index.json".into(),
         MockFile::small(serde_json::to_vec_pretty(&index).expect("index json")),
@@ -217,18 +189,4 @@ fn deepseek_repo() -> MockRepo {
             .insert(file, MockFile::small(b"# remote code stand-in\n".to_vec()));
     }
     repo
-}
-
-fn layer_of(name: &str) -> u64 {
-    name.strip_prefix("model.layers.")
-        .and_then(|r| r.split('.').next())
-        .and_then(|n| n.parse().ok())
-        .map_or(
-            if name.starts_with("model.embed") {
-                0
-            } else {
-                u64::MAX
-            },
-            |l: u64| l + 1,
-        )
 }

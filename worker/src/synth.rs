@@ -40,7 +40,8 @@ pub fn shard(truth: &Truth, shards: usize) -> (Vec<(String, String, u64)>, serde
     let mut files = Vec::new();
     let mut weight_map = serde_json::Map::new();
     for (i, group) in groups.iter().enumerate() {
-        let file = format!("model-{:05}-of-{shards:05}.safetensors", i + 1);
+        // Six digits for the total, as DeepSeek-V3 names its shards (`model-00001-of-000163`).
+        let file = format!("model-{:05}-of-{shards:06}.safetensors", i + 1);
         let mut header = serde_json::Map::new();
         header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
         let mut offset: u64 = 0;
