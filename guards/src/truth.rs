@@ -4,6 +4,7 @@
 //! input (see the proptest suite).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub mod header;
 pub mod index;
@@ -103,9 +104,10 @@ pub struct TensorInfo {
     pub name: String,
     pub dtype: Dtype,
     pub shape: Vec<u64>,
-    /// Shard file that holds it, when known (snapshots drop placement).
+    /// Shard file that holds it, when known (snapshots drop placement). Shared: 92k tensors
+    /// live in 163 files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<String>,
+    pub shard: Option<Arc<str>>,
 }
 
 impl TensorInfo {

@@ -7,12 +7,14 @@
 //! aggregated before the comparison. Repeated findings are grouped so that 15,000 identical
 //! mismatches read as one line.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use harch_engine::Analysis;
 use harch_engine::analysis::WeightRow;
 use harch_engine::diag::{Location, closest};
 use harch_engine::schema::QuantSchemeDef;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::report::{Diagnostic, Summary};
 use crate::truth::{TensorInfo, Truth};
@@ -30,29 +32,91 @@ pub mod code {
     pub const OVERRIDE_UNUSED: &str = "P003";
 }
 
-/// Canonical form of a name: index segments become `#`; their values form the tuple.
-/// Spec placeholders (`{i}`) take their values from `fill`, in order.
+/// Index values of one name, in segment order. Four inline slots cover every layout we know
+/// (layer, expert, MTP layer, sub-block) without a heap allocation per tensor.
+type Tuple = SmallVec<[i128; 4]>;
+
+/// Writes the canonical form of `name` into `pattern` (index segments become `#`) and their
+/// values into `tuple`; the one normalizer for both sides of the join. Spec placeholders
+/// (`{i}`) take their values from `fill`, in order; without `fill` they are plain segments.
+/// False when `fill` runs out of values.
+fn canonical_into(
+    name: &str,
+    fill: Option<&[i128]>,
+    pattern: &mut String,
+    tuple: &mut Tuple,
+) -> bool {
+    pattern.clear();
+    tuple.clear();
+    let mut next = 0;
+    for (k, seg) in name.split('.').enumerate() {
+        if k > 0 {
+            pattern.push('.');
+        }
+        if let Some(fill) = fill
+            && seg.starts_with('{')
+            && seg.ends_with('}')
+        {
+            let Some(&v) = fill.get(next) else {
+                return false;
+            };
+            next += 1;
+            tuple.push(v);
+            pattern.push('#');
+        } else if let Some(v) = index_value(seg) {
+            tuple.push(v);
+            pattern.push('#');
+        } else {
+            pattern.push_str(seg);
+        }
+    }
+    true
+}
+
+/// A segment that is an index (`3`; not `03`, `3x` or a 19-digit run, which stay names, so
+/// that no two names share a canonical form).
+fn index_value(seg: &str) -> Option<i128> {
+    let digits = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit());
+    if !digits || seg.len() >= 19 || (seg.len() > 1 && seg.starts_with('0')) {
+        return None;
+    }
+    seg.parse().ok()
+}
+
+#[cfg(test)]
 fn canonical(name: &str, fill: Option<&[i128]>) -> Option<(String, Vec<i128>)> {
+    let (mut pattern, mut tuple) = (String::new(), Tuple::new());
+    canonical_into(name, fill, &mut pattern, &mut tuple).then(|| (pattern, tuple.to_vec()))
+}
+
+/// Where each `#` of a spec name's pattern takes its value from: a fixed index written in the
+/// name, or the row's k-th placeholder. Built once per stored tensor of a row, so a row that
+/// stands for 15,000 tensors costs one pattern, not 15,000.
+enum Slot {
+    Fixed(i128),
+    Placeholder(usize),
+}
+
+fn template(name: &str) -> (String, Vec<Slot>) {
     let mut pattern = String::with_capacity(name.len());
-    let mut tuple = Vec::new();
+    let mut slots = Vec::new();
     let mut next = 0;
     for (k, seg) in name.split('.').enumerate() {
         if k > 0 {
             pattern.push('.');
         }
         if seg.starts_with('{') && seg.ends_with('}') {
-            let v = *fill?.get(next)?;
+            slots.push(Slot::Placeholder(next));
             next += 1;
-            tuple.push(v);
             pattern.push('#');
-        } else if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) && seg.len() < 19 {
-            tuple.push(seg.parse().ok()?);
+        } else if let Some(v) = index_value(seg) {
+            slots.push(Slot::Fixed(v));
             pattern.push('#');
         } else {
             pattern.push_str(seg);
         }
     }
-    Some((pattern, tuple))
+    (pattern, slots)
 }
 
 /// Label for each `#` of a pattern: the segment before it (`layers`, `experts`).
@@ -105,7 +169,7 @@ fn ranges(mut v: Vec<i128>) -> String {
 }
 
 /// "layers 3-60, experts 0-255" for a set of index tuples.
-fn where_(pattern: &str, tuples: &[Vec<i128>]) -> String {
+fn where_(pattern: &str, tuples: &[Tuple]) -> String {
     let labels = labels(pattern);
     if labels.is_empty() {
         return String::new();
@@ -148,10 +212,79 @@ struct Claim {
     stored: usize,
 }
 
+/// One side's item: canonical pattern id, index tuple, and what it is on that side.
+type Item<T> = (u32, Tuple, T);
+
+/// The join, as two lists sorted by (pattern, tuple) and walked in step: sorting small tuples
+/// is cheaper than hashing them, and equal keys end up adjacent (a tensor claimed twice).
 #[derive(Default)]
-struct Entry {
-    spec: HashMap<Vec<i128>, Vec<Claim>>,
-    ckpt: HashMap<Vec<i128>, usize>,
+struct Join {
+    patterns: Vec<String>,
+    ids: FxHashMap<String, u32>,
+    spec: Vec<Item<Claim>>,
+    ckpt: Vec<Item<usize>>,
+}
+
+impl Join {
+    /// The id of `pattern`, allocating the pattern only the first time it is seen.
+    fn id(&mut self, pattern: &str) -> u32 {
+        if let Some(&id) = self.ids.get(pattern) {
+            return id;
+        }
+        let id = self.patterns.len() as u32;
+        self.patterns.push(pattern.to_string());
+        self.ids.insert(pattern.to_string(), id);
+        id
+    }
+
+    fn build(rows: &[WeightRow], tensors: &[TensorInfo]) -> Join {
+        let mut join = Join::default();
+        let mut tuple = Tuple::new();
+        for (r, row) in rows.iter().enumerate() {
+            let combos = cartesian(&row.indices);
+            for (s, st) in row.stored.iter().enumerate() {
+                let (pattern, slots) = template(&st.name);
+                let id = join.id(&pattern);
+                join.spec.reserve(combos.len());
+                'combo: for combo in &combos {
+                    tuple.clear();
+                    for slot in &slots {
+                        match *slot {
+                            Slot::Fixed(v) => tuple.push(v),
+                            Slot::Placeholder(k) => match combo.get(k) {
+                                Some(&v) => tuple.push(v),
+                                None => continue 'combo,
+                            },
+                        }
+                    }
+                    join.spec
+                        .push((id, tuple.clone(), Claim { row: r, stored: s }));
+                }
+            }
+        }
+        let mut pattern = String::new();
+        join.ckpt.reserve(tensors.len());
+        for (k, t) in tensors.iter().enumerate() {
+            canonical_into(&t.name, None, &mut pattern, &mut tuple);
+            let id = join.id(&pattern);
+            join.ckpt.push((id, tuple.clone(), k));
+        }
+        // Stable for the spec side: claims of one tensor stay in row order.
+        join.spec.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        join.ckpt
+            .sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        join
+    }
+
+    /// The checkpoint tensor at `pattern` and `tuple`.
+    fn tensor(&self, pattern: &str, tuple: &[i128]) -> Option<usize> {
+        let id = *self.ids.get(pattern)?;
+        let i = self
+            .ckpt
+            .binary_search_by(|c| (c.0, c.1.as_slice()).cmp(&(id, tuple)))
+            .ok()?;
+        Some(self.ckpt[i].2)
+    }
 }
 
 /// Findings with the same key are reported once, with their index tuples.
@@ -170,14 +303,13 @@ pub struct Outcome {
     pub summary: Summary,
 }
 
-fn cartesian(indices: &[(String, Vec<i128>)]) -> Vec<Vec<i128>> {
-    let mut out: Vec<Vec<i128>> = vec![vec![]];
+fn cartesian(indices: &[(String, Vec<i128>)]) -> Vec<Tuple> {
+    let mut out: Vec<Tuple> = vec![Tuple::new()];
     for (_, vals) in indices {
         let mut next = Vec::with_capacity(out.len() * vals.len());
         for t in &out {
             for v in vals {
-                let mut t2 = Vec::with_capacity(t.len() + 1);
-                t2.extend_from_slice(t);
+                let mut t2 = t.clone();
                 t2.push(*v);
                 next.push(t2);
             }
@@ -193,152 +325,165 @@ pub fn check(
     schemes: &BTreeMap<String, QuantSchemeDef>,
     overrides: &[(String, Location)],
 ) -> Outcome {
-    let mut entries: HashMap<String, Entry> = HashMap::new();
     let rows: &[WeightRow] = &a.weights;
-    for (r, row) in rows.iter().enumerate() {
-        let tuples = cartesian(&row.indices);
-        for (s, st) in row.stored.iter().enumerate() {
-            for t in &tuples {
-                if let Some((pattern, tuple)) = canonical(&st.name, Some(t)) {
-                    entries
-                        .entry(pattern)
-                        .or_default()
-                        .spec
-                        .entry(tuple)
-                        .or_default()
-                        .push(Claim { row: r, stored: s });
-                }
-            }
-        }
-    }
     let tensors: &[TensorInfo] = &truth.inventory.tensors;
-    for (k, t) in tensors.iter().enumerate() {
-        if let Some((pattern, tuple)) = canonical(&t.name, None) {
-            entries.entry(pattern).or_default().ckpt.insert(tuple, k);
-        }
-    }
-
-    let mut found: BTreeMap<Key, Vec<Vec<i128>>> = BTreeMap::new();
-    let mut matched = 0usize;
-    let spec_patterns: Vec<String> = entries
+    let join = Join::build(rows, tensors);
+    let packed: Vec<bool> = rows
         .iter()
-        .filter(|(_, e)| !e.spec.is_empty())
-        .map(|(p, _)| p.clone())
+        .map(|row| schemes.get(&row.format).is_some_and(is_packed))
         .collect();
-    for (pattern, e) in &entries {
-        for (tuple, claims) in &e.spec {
-            let c = claims[0];
-            let row = &rows[c.row];
-            let st = &row.stored[c.stored];
-            if claims.len() > 1 {
-                let others: Vec<String> = claims
-                    .iter()
-                    .map(|c| a.nodes[rows[c.row].node].id.clone())
-                    .collect();
-                found
-                    .entry(Key {
-                        guard: "weight",
-                        code: code::CLAIMED_TWICE,
-                        pattern: pattern.clone(),
-                        row: Some(c.row),
-                        detail: format!(
-                            "is claimed by {} spec leaves ({})",
-                            claims.len(),
-                            others.join(", ")
-                        ),
-                    })
-                    .or_default()
-                    .push(tuple.clone());
-            }
-            let Some(&k) = e.ckpt.get(tuple) else {
-                found
-                    .entry(Key {
-                        guard: "weight",
-                        code: code::MISSING,
-                        pattern: pattern.clone(),
-                        row: Some(c.row),
-                        detail: String::new(),
-                    })
-                    .or_default()
-                    .push(tuple.clone());
-                continue;
-            };
-            matched += 1;
-            let t = &tensors[k];
+    let mut found: BTreeMap<Key, Vec<Tuple>> = BTreeMap::new();
+    let mut note = |guard, code, pattern: &str, row, detail, tuple: &Tuple| {
+        found
+            .entry(Key {
+                guard,
+                code,
+                pattern: pattern.to_string(),
+                row,
+                detail,
+            })
+            .or_default()
+            .push(tuple.clone());
+    };
+    let mut matched = 0usize;
+    let (spec, ckpt) = (&join.spec, &join.ckpt);
+    let (mut i, mut j) = (0, 0);
+    while i < spec.len() || j < ckpt.len() {
+        let spec_key = spec.get(i).map(|s| (s.0, &s.1));
+        let ckpt_key = ckpt.get(j).map(|c| (c.0, &c.1));
+        let order = match (spec_key, ckpt_key) {
+            (Some(s), Some(c)) => s.cmp(&c),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        if order == std::cmp::Ordering::Greater {
+            let (id, tuple, _) = &ckpt[j];
+            let pattern = &join.patterns[*id as usize];
+            note(
+                "weight",
+                code::UNCLAIMED,
+                pattern,
+                None,
+                String::new(),
+                tuple,
+            );
+            j += 1;
+            continue;
+        }
+        // Every spec leaf that claims this tensor.
+        let (id, tuple, c) = &spec[i];
+        let end = i + spec[i..]
+            .iter()
+            .take_while(|s| s.0 == *id && s.1 == *tuple)
+            .count();
+        let claims = &spec[i..end];
+        i = end;
+        let pattern = &join.patterns[*id as usize];
+        let row = &rows[c.row];
+        let st = &row.stored[c.stored];
+        if claims.len() > 1 {
+            let others: Vec<&str> = claims
+                .iter()
+                .map(|(_, _, c)| a.nodes[rows[c.row].node].id.as_str())
+                .collect();
+            let detail = format!(
+                "is claimed by {} spec leaves ({})",
+                claims.len(),
+                others.join(", ")
+            );
+            note(
+                "weight",
+                code::CLAIMED_TWICE,
+                pattern,
+                Some(c.row),
+                detail,
+                tuple,
+            );
+        }
+        if order == std::cmp::Ordering::Less {
+            note(
+                "weight",
+                code::MISSING,
+                pattern,
+                Some(c.row),
+                String::new(),
+                tuple,
+            );
+            continue;
+        }
+        let t = &tensors[ckpt[j].2];
+        j += 1;
+        matched += 1;
+        let packed = packed[c.row];
+        let guard = if packed { "packing" } else { "weight" };
+        let same_shape = st.shape.len() == t.shape.len()
+            && st
+                .shape
+                .iter()
+                .zip(&t.shape)
+                .all(|(q, &d)| q.v == d as i128);
+        if !same_shape {
             let want: Vec<i128> = st.shape.iter().map(|q| q.v).collect();
-            let got: Vec<i128> = t.shape.iter().map(|d| *d as i128).collect();
-            let packed = schemes.get(&row.format).is_some_and(is_packed);
-            let guard = if packed { "packing" } else { "weight" };
+            let got: Vec<i128> = t.shape.iter().map(|&d| d as i128).collect();
             let want_n: i128 = want.iter().product();
             let got_n: i128 = got.iter().product();
-            if want_n != got_n {
-                let c = if packed {
+            let (code, detail) = if want_n != got_n {
+                let code = if packed {
                     code::PACKED_ELEMENTS
                 } else {
                     code::ELEMENTS
                 };
-                found
-                    .entry(Key {
-                        guard,
-                        code: c,
-                        pattern: pattern.clone(),
-                        row: Some(c_row(c, claims)),
-                        detail: format!(
-                            "expected {} ({} elements) got {} ({} elements)",
-                            shape_str(&want),
-                            want_n,
-                            shape_str(&got),
-                            got_n
-                        ),
-                    })
-                    .or_default()
-                    .push(tuple.clone());
-            } else if want != got {
-                let c = if packed {
+                let detail = format!(
+                    "expected {} ({want_n} elements) got {} ({got_n} elements)",
+                    shape_str(&want),
+                    shape_str(&got),
+                );
+                (code, detail)
+            } else {
+                let code = if packed {
                     code::PACKED_ELEMENTS
                 } else {
                     code::LAYOUT
                 };
-                found.entry(Key { guard, code: c, pattern: pattern.clone(), row: Some(c_row(c, claims)), detail: format!("expected {} got {} (same element count: transposed or split differently?)", shape_str(&want), shape_str(&got)) }).or_default().push(tuple.clone());
-            }
-            if st.dtype != t.dtype.as_str() {
-                let c = if packed {
-                    code::PACKED_DTYPE
-                } else {
-                    code::DTYPE
-                };
-                found
-                    .entry(Key {
-                        guard,
-                        code: c,
-                        pattern: pattern.clone(),
-                        row: Some(claims[0].row),
-                        detail: format!(
-                            "stored as {} in the spec ({} format) but {} in the checkpoint",
-                            st.dtype, row.format, t.dtype
-                        ),
-                    })
-                    .or_default()
-                    .push(tuple.clone());
-            }
+                let detail = format!(
+                    "expected {} got {} (same element count: transposed or split differently?)",
+                    shape_str(&want),
+                    shape_str(&got)
+                );
+                (code, detail)
+            };
+            note(guard, code, pattern, Some(c.row), detail, tuple);
         }
-        for (tuple, _) in e.ckpt.iter().filter(|(t, _)| !e.spec.contains_key(*t)) {
-            found
-                .entry(Key {
-                    guard: "weight",
-                    code: code::UNCLAIMED,
-                    pattern: pattern.clone(),
-                    row: None,
-                    detail: String::new(),
-                })
-                .or_default()
-                .push(tuple.clone());
+        if st.dtype != t.dtype.as_str() {
+            let code = if packed {
+                code::PACKED_DTYPE
+            } else {
+                code::DTYPE
+            };
+            let detail = format!(
+                "stored as {} in the spec ({} format) but {} in the checkpoint",
+                st.dtype, row.format, t.dtype
+            );
+            note(guard, code, pattern, Some(c.row), detail, tuple);
         }
     }
+    let mut has_spec = vec![false; join.patterns.len()];
+    for (id, _, _) in spec {
+        has_spec[*id as usize] = true;
+    }
+    let spec_patterns: Vec<&str> = join
+        .patterns
+        .iter()
+        .zip(has_spec)
+        .filter(|(_, has)| *has)
+        .map(|(p, _)| p.as_str())
+        .collect();
 
     let mut weight = Vec::new();
     let mut packing = Vec::new();
-    for (key, tuples) in found {
+    for (key, mut tuples) in found {
+        // Hash order is arbitrary: sort so the example and the report are the same every run.
+        tuples.sort_unstable();
         let loc = key
             .row
             .map(|r| a.nodes[rows[r].node].loc.clone())
@@ -359,9 +504,9 @@ pub fn check(
         };
         let d = match key.code {
             code::UNCLAIMED => {
-                let dtype_shape = entries.get(&key.pattern).and_then(|e| e.ckpt.get(ex)).map(|&k| format!(" {} {}", tensors[k].dtype, shape_str(&tensors[k].shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
+                let dtype_shape = join.tensor(&key.pattern, ex).map(|k| format!(" {} {}", tensors[k].dtype, shape_str(&tensors[k].shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
                 let mut d = Diagnostic::new("weight", key.code, format!("{at}checkpoint tensor `{name}`{dtype_shape} is claimed by no spec leaf{count}{example}"), loc);
-                d.hint = Some(match closest(&key.pattern, spec_patterns.iter().map(String::as_str)) {
+                d.hint = Some(match closest(&key.pattern, spec_patterns.iter().copied()) {
                     Some(c) => format!("the closest spec tensor is `{}`; add the module that owns this tensor or fix its path", display(c)),
                     None => "add the module that owns this tensor (path, leaves) to the spec".into(),
                 });
@@ -421,10 +566,6 @@ pub fn check(
     }
 }
 
-fn c_row(_code: &str, claims: &[Claim]) -> usize {
-    claims[0].row
-}
-
 fn concrete(pattern: &str, tuple: &[i128]) -> String {
     let mut n = 0;
     pattern
@@ -463,8 +604,8 @@ mod tests {
 
     #[test]
     fn grouped_where() {
-        let t: Vec<Vec<i128>> = (3..61)
-            .flat_map(|l| (0..256).map(move |e| vec![l, e]))
+        let t: Vec<Tuple> = (3..61)
+            .flat_map(|l| (0..256).map(move |e| Tuple::from_slice(&[l, e])))
             .collect();
         assert_eq!(
             where_("model.layers.#.mlp.experts.#.w", &t),

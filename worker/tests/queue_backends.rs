@@ -1,6 +1,7 @@
 //! The queue end to end, through the real `harch-worker` binary, on both stores: enqueue and
 //! dedupe, run to completion, cancel, retry, transient vs permanent failure, graceful stop, and
-//! a worker killed with SIGKILL mid-stage whose job another worker completes exactly once.
+//! a worker killed with SIGKILL mid-stage whose job another worker completes exactly once,
+//! tickets the store lost (and a real Redis restart mid-run) that workers queue again.
 //!
 //! Redis tests need a server at 127.0.0.1:6379 (or $HARCH_TEST_REDIS_URL). When it is absent
 //! they fail with a message saying so, unless HARCH_SKIP_REDIS=1 asks to skip them.
@@ -59,12 +60,17 @@ struct Env {
 impl Env {
     /// None only when Redis is absent and HARCH_SKIP_REDIS=1.
     fn new(backend: Backend) -> Option<Env> {
+        Env::on(backend, redis_url())
+    }
+
+    /// An environment whose Redis store is at `redis` (ignored for SQLite).
+    fn on(backend: Backend, redis: String) -> Option<Env> {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let url = match backend {
             Backend::Sqlite => format!("sqlite://{}", dir.join("queue.sqlite").display()),
             Backend::Redis => {
-                let url = redis_url();
+                let url = redis;
                 if !redis_up(&url) {
                     if std::env::var("HARCH_SKIP_REDIS").as_deref() == Ok("1") {
                         eprintln!(
@@ -201,24 +207,133 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Makes the store forget every ticket of this queue, as a Redis restart without persistence
+    /// does (on SQLite: the rows are deleted). Returns how many keys or rows went.
+    fn lose_tickets(&self) -> usize {
+        match self.backend {
+            Backend::Redis => delete_redis_keys(&self.url, &self.queue),
+            Backend::Sqlite => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let pool = sqlx::sqlite::SqlitePool::connect(&self.url).await.unwrap();
+                    let done = sqlx::query("DELETE FROM Jobs")
+                        .execute(&pool)
+                        .await
+                        .unwrap();
+                    pool.close().await;
+                    done.rows_affected() as usize
+                })
+            }
+        }
+    }
+}
+
+/// Deletes every key of `queue` on the Redis server at `url`; returns how many there were.
+fn delete_redis_keys(url: &str, queue: &str) -> usize {
+    let Ok(mut conn) = ::redis::Client::open(url).and_then(|c| c.get_connection()) else {
+        return 0;
+    };
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg(format!("{queue}:*"))
+        .query(&mut conn)
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _: ::redis::RedisResult<()> = ::redis::cmd("DEL").arg(&keys).query(&mut conn);
+    }
+    keys.len()
+}
+
 impl Drop for Env {
     /// Removes the test queue's keys so repeated runs do not grow the Redis database.
     fn drop(&mut self) {
-        if !matches!(self.backend, Backend::Redis) {
-            return;
+        if matches!(self.backend, Backend::Redis) {
+            delete_redis_keys(&self.url, &self.queue);
         }
-        let Ok(mut conn) =
-            ::redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
-        else {
-            return;
+    }
+}
+
+/// A Redis server of the test's own, configured like CI's (nothing kept on disk), so that the
+/// test can kill and restart it without disturbing other tests.
+struct OwnRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnRedis {
+    /// None only when `redis-server` is not installed and HARCH_SKIP_REDIS=1.
+    fn start() -> Option<OwnRedis> {
+        let installed = Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !installed {
+            if std::env::var("HARCH_SKIP_REDIS").as_deref() == Ok("1") {
+                eprintln!("SKIPPED: redis-server is not installed and HARCH_SKIP_REDIS=1");
+                return None;
+            }
+            panic!(
+                "redis-server is not installed: this test runs a Redis of its own to restart it \
+                 (install redis-server, or set HARCH_SKIP_REDIS=1 to skip the Redis tests)"
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = OwnRedis {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
         };
-        let keys: Vec<String> = ::redis::cmd("KEYS")
-            .arg(format!("{}:*", self.queue))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: ::redis::RedisResult<()> = ::redis::cmd("DEL").arg(keys).query(&mut conn);
+        r.spawn();
+        Some(r)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (empty: it keeps nothing on disk) and waits until it answers.
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        while !redis_up(&self.url()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "own redis-server on port {} did not come up",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGKILL: whatever the server held is gone.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -520,6 +635,165 @@ fn sigterm_checkpoints_between_stages(b: Backend) {
     assert_eq!(stage(&rec, 0)["attempts"], 1);
 }
 
+fn lost_tickets_are_queued_again(b: Backend) {
+    let Some(env) = Env::new(b) else { return };
+    let env = env.with_env("HARCH_RECOVER_INTERVAL_S", "1");
+    let ids = env.enqueue(&["org/l1", "org/l2", "org/l3"], "noop");
+    let lost = env.lose_tickets();
+    assert!(
+        lost >= 3,
+        "[{b:?}] expected the tickets to be there to lose, found {lost}"
+    );
+    // The worker finds three pending jobs that no ticket carries and queues them again.
+    let mut worker = env.spawn_worker();
+    for id in &ids {
+        env.wait_for(
+            id,
+            "the job to be queued again and run",
+            Duration::from_secs(30),
+            |r| state(r) == "succeeded",
+        );
+    }
+    kill_term(&worker);
+    assert!(worker.wait().unwrap().success());
+    for id in &ids {
+        let rec = env.status(id);
+        assert_eq!(rec["deliveries"], 1, "{rec:#}");
+        assert_eq!(rec["queue_tasks"].as_array().unwrap().len(), 2, "{rec:#}");
+        let logs = String::from_utf8(env.run(&["logs", id]).stdout).unwrap();
+        assert_eq!(
+            logs.matches("had no ticket for this job").count(),
+            1,
+            "{logs}"
+        );
+    }
+}
+
+/// A Redis restart (SIGKILL, then an empty server on the same port) while a worker runs: jobs
+/// that were waiting lose their tickets, running ones their leases; every job still completes,
+/// once, without duplicated artifacts.
+#[test]
+fn redis_restart_mid_run_loses_no_job() {
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let env = Env::on(Backend::Redis, redis.url())
+        .expect("own Redis is up")
+        .with_env("HARCH_RECOVER_INTERVAL_S", "1")
+        .with_env("HARCH_BATCH_SIZE", "1");
+    let models: Vec<String> = (0..8).map(|i| format!("org/restart-{i}")).collect();
+    let models: Vec<&str> = models.iter().map(String::as_str).collect();
+    let ids = env.enqueue(&models, "sleep:800,noop");
+    let mut worker = env.spawn_worker();
+    let start = Instant::now();
+    let waiting = loop {
+        let all = env.all();
+        let done = all.iter().filter(|r| state(r) == "succeeded").count();
+        if done >= 1 {
+            break all.iter().filter(|r| state(r) == "pending").count();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no job finished before the restart"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        waiting >= 2,
+        "too few jobs left waiting to test the restart ({waiting})"
+    );
+    redis.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    redis.spawn();
+
+    for id in &ids {
+        env.wait_for(
+            id,
+            "success after the Redis restart",
+            Duration::from_secs(60),
+            |r| state(r) == "succeeded",
+        );
+    }
+    kill_term(&worker);
+    worker.wait().unwrap();
+    let mut requeued = 0;
+    for id in &ids {
+        let logs = String::from_utf8(env.run(&["logs", id]).stdout).unwrap();
+        assert_eq!(logs.matches("job succeeded").count(), 1, "{logs}");
+        requeued += logs.matches("had no ticket for this job").count();
+        let files: Vec<String> = files_under(&env.job_dir(id))
+            .into_iter()
+            .filter(|f| !f.ends_with(".lock"))
+            .collect();
+        assert_eq!(
+            files,
+            vec!["job.json", "job.log", "sleep-800/slept.txt"],
+            "artifacts duplicated or staging left behind"
+        );
+    }
+    // Tickets the worker had already fetched (up to its batch) still ran from memory; the rest
+    // of the waiting jobs existed only in their records and were queued again.
+    assert!(
+        requeued >= 1,
+        "{waiting} jobs were waiting when Redis died, yet none was queued again"
+    );
+}
+
+/// apalis-redis promotes every due ticket with one Lua `unpack`, which fails past ~8,000; the
+/// worker promotes in chunks first. 9,000 tickets due at once all reach the active list.
+#[test]
+fn redis_promotes_more_due_tickets_than_lua_can_unpack() {
+    use harch_worker::queue::backend::QueueBackend;
+    use harch_worker::queue::config::{DEFAULT_TOML, Settings};
+    let Some(env) = Env::new(Backend::Redis) else {
+        return;
+    };
+    let mut settings = Settings::parse(DEFAULT_TOML, "default").unwrap();
+    settings.queue.url = env.url.clone();
+    settings.queue.name = env.queue.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut backend = QueueBackend::connect(&settings).await.unwrap();
+        let tickets: Vec<(String, u32, String)> = (0..9000)
+            .map(|i| (format!("job-{i}"), 0, QueueBackend::new_task_id()))
+            .collect();
+        for chunk in tickets.chunks(500) {
+            backend.push_many(chunk).await.unwrap();
+        }
+        let QueueBackend::Redis(storage) = &mut backend else {
+            unreachable!()
+        };
+        let config = storage.get_config().clone();
+        let mut conn = storage.get_connection().clone();
+        let due: usize = ::redis::cmd("ZCARD")
+            .arg(config.scheduled_jobs_set())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(due, 9000, "apalis-redis schedules every pushed ticket");
+        assert_eq!(backend.promote_due().await.unwrap(), 9000);
+        let active: usize = ::redis::cmd("LLEN")
+            .arg(config.active_jobs_list())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let due: usize = ::redis::cmd("ZCARD")
+            .arg(config.scheduled_jobs_set())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!((active, due), (9000, 0));
+        let live = backend
+            .live_tickets(&tickets.iter().map(|t| t.2.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        assert_eq!(live.len(), 9000, "promoted tickets are still live");
+    });
+}
+
 /// The committed benchmark still runs and reports its figures (at a size tests can afford).
 #[test]
 fn bench_queue_reports_figures() {
@@ -574,4 +848,5 @@ on_both_backends!(
     cancel_and_retry,
     sigkill_mid_stage_resumes_exactly_once,
     sigterm_checkpoints_between_stages,
+    lost_tickets_are_queued_again,
 );

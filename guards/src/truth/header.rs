@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashSet;
 use serde::de::{Deserializer, MapAccess, Visitor};
+use smallvec::SmallVec;
 
 use super::{Dtype, TensorInfo};
 
@@ -226,12 +228,12 @@ impl<'de> Visitor<'de> for RawHeaderVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut entries: Vec<(String, RawEntry)> = Vec::new();
         let mut metadata = None;
-        let mut seen = std::collections::HashSet::new();
+        let mut metadata_seen = false;
         // The first problem is kept and the rest of the object still read, so a syntax error
         // further on is reported as what it is.
         let mut first: Option<HeaderError> = None;
         while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
+            if key == "__metadata__" && std::mem::replace(&mut metadata_seen, true) {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 first.get_or_insert(HeaderError::DuplicateTensor { tensor: key });
                 continue;
@@ -254,6 +256,16 @@ impl<'de> Visitor<'de> for RawHeaderVisitor {
                         message,
                     });
                 }
+            }
+        }
+        // Duplicate names, checked after the fact so the common case copies no names.
+        if first.is_none() {
+            let mut seen = FxHashSet::default();
+            seen.reserve(entries.len());
+            if let Some((dup, _)) = entries.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+                first = Some(HeaderError::DuplicateTensor {
+                    tensor: dup.clone(),
+                });
             }
         }
         Ok(match first {
@@ -290,17 +302,28 @@ fn kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// A tensor entry as written; numbers stay JSON numbers so negative or fractional values can
-/// be reported rather than rejected by the deserializer.
+/// A tensor entry as written. Values of the wrong kind were turned into a problem message by
+/// the visitor; what remains may still be wrong (an unknown dtype, a negative dimension), and
+/// [`entry`] says so with the tensor's name.
 struct RawEntry {
-    dtype: String,
-    shape: Vec<serde_json::Number>,
-    data_offsets: Vec<serde_json::Number>,
+    /// A known dtype, or the unknown name.
+    dtype: Result<Dtype, String>,
+    shape: Result<Ints, BadInt>,
+    data_offsets: Result<Ints, BadInt>,
 }
 
-/// A well-formed entry, or why its (syntactically valid) JSON is not one. Visiting the three
-/// fields directly keeps the 92k entries of a large checkpoint cheap, and errors still name
-/// their tensor.
+type Ints = SmallVec<[u64; 4]>;
+
+/// The first element of an integer array that is not a non-negative integer.
+struct BadInt {
+    len: usize,
+    at: usize,
+    why: String,
+}
+
+/// A tensor entry, or why its (syntactically valid) JSON is not one. Visiting the fields
+/// directly, without a JSON tree, keeps the 92k entries of a large checkpoint cheap, and errors
+/// still name their tensor.
 enum EntryOrError {
     Entry(RawEntry),
     Error(String),
@@ -312,21 +335,68 @@ impl<'de> serde::Deserialize<'de> for EntryOrError {
     }
 }
 
-struct EntryVisitor;
-
-fn not_an_object(got: &str) -> Result<EntryOrError, std::convert::Infallible> {
-    Ok(EntryOrError::Error(format!(
-        "expected an object {{dtype, shape, data_offsets}}, got {got}"
-    )))
+/// Visitor methods for the JSON kinds a field does not accept: each answers `$wrap(kind)`, with
+/// the kind named for the message ("a string", "an array").
+macro_rules! other_kind {
+    ($out:ty, $wrap:expr, bool) => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<$out, E> {
+            Ok($wrap("a boolean"))
+        }
+    };
+    ($out:ty, $wrap:expr, i64) => {
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<$out, E> {
+            Ok($wrap("a number"))
+        }
+    };
+    ($out:ty, $wrap:expr, u64) => {
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<$out, E> {
+            Ok($wrap("a number"))
+        }
+    };
+    ($out:ty, $wrap:expr, f64) => {
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<$out, E> {
+            Ok($wrap("a number"))
+        }
+    };
+    ($out:ty, $wrap:expr, str) => {
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<$out, E> {
+            Ok($wrap("a string"))
+        }
+    };
+    ($out:ty, $wrap:expr, unit) => {
+        fn visit_unit<E: serde::de::Error>(self) -> Result<$out, E> {
+            Ok($wrap("null"))
+        }
+    };
+    ($out:ty, $wrap:expr, seq) => {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$out, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok($wrap("an array"))
+        }
+    };
+    ($out:ty, $wrap:expr, map) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<$out, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Ok($wrap("an object"))
+        }
+    };
 }
 
-macro_rules! reject_scalar {
-    ($($method:ident: $ty:ty => $what:literal),* $(,)?) => {
-        $(fn $method<E: serde::de::Error>(self, _: $ty) -> Result<EntryOrError, E> {
-            let Ok(v) = not_an_object($what);
-            Ok(v)
-        })*
+macro_rules! other_kinds {
+    ($out:ty, $wrap:expr; $($kind:ident),*) => {
+        $(other_kind!($out, $wrap, $kind);)*
     };
+}
+
+struct EntryVisitor;
+
+fn not_an_object(got: &str) -> EntryOrError {
+    EntryOrError::Error(format!(
+        "expected an object {{dtype, shape, data_offsets}}, got {got}"
+    ))
 }
 
 impl<'de> Visitor<'de> for EntryVisitor {
@@ -336,24 +406,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
         f.write_str("a tensor entry {dtype, shape, data_offsets}")
     }
 
-    reject_scalar! {
-        visit_bool: bool => "a boolean",
-        visit_i64: i64 => "a number",
-        visit_u64: u64 => "a number",
-        visit_f64: f64 => "a number",
-        visit_str: &str => "a string",
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<EntryOrError, E> {
-        let Ok(v) = not_an_object("null");
-        Ok(v)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<EntryOrError, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        let Ok(v) = not_an_object("an array");
-        Ok(v)
-    }
+    other_kinds!(EntryOrError, not_an_object; bool, i64, u64, f64, str, unit, seq);
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EntryOrError, A::Error> {
         let (mut dtype, mut shape, mut offsets) = (None, None, None);
@@ -363,11 +416,10 @@ impl<'de> Visitor<'de> for EntryVisitor {
                 Field::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
-                Field::Dtype => match map.next_value::<serde_json::Value>()? {
-                    serde_json::Value::String(s) => dtype = Some(s),
-                    other => {
-                        problem
-                            .get_or_insert(format!("dtype must be a string, got {}", kind(&other)));
+                Field::Dtype => match map.next_value::<DtypeValue>()? {
+                    DtypeValue::Name(d) => dtype = Some(d),
+                    DtypeValue::Not(got) => {
+                        problem.get_or_insert(format!("dtype must be a string, got {got}"));
                     }
                 },
                 Field::Shape | Field::Offsets => {
@@ -376,10 +428,10 @@ impl<'de> Visitor<'de> for EntryVisitor {
                     } else {
                         "data_offsets"
                     };
-                    match numbers(map.next_value::<serde_json::Value>()?) {
-                        Ok(v) if field == Field::Shape => shape = Some(v),
-                        Ok(v) => offsets = Some(v),
-                        Err(got) => {
+                    match map.next_value::<IntsValue>()? {
+                        IntsValue::Ints(v) if field == Field::Shape => shape = Some(v),
+                        IntsValue::Ints(v) => offsets = Some(v),
+                        IntsValue::Not(got) => {
                             problem.get_or_insert(format!(
                                 "{name} must be an array of integers, got {got}"
                             ));
@@ -404,17 +456,113 @@ impl<'de> Visitor<'de> for EntryVisitor {
     }
 }
 
-fn numbers(v: serde_json::Value) -> Result<Vec<serde_json::Number>, String> {
-    let serde_json::Value::Array(items) = v else {
-        return Err(kind(&v).to_string());
-    };
-    items
-        .into_iter()
-        .map(|x| match x {
-            serde_json::Value::Number(n) => Ok(n),
-            other => Err(format!("an array holding {}", kind(&other))),
-        })
-        .collect()
+/// `dtype`: a string (parsed to a known dtype or kept as the unknown name), or the kind of
+/// value it was instead.
+enum DtypeValue {
+    Name(Result<Dtype, String>),
+    Not(&'static str),
+}
+
+impl<'de> serde::Deserialize<'de> for DtypeValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DtypeValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a dtype name")
+            }
+            other_kinds!(DtypeValue, DtypeValue::Not; bool, i64, u64, f64, unit, seq, map);
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DtypeValue, E> {
+                Ok(DtypeValue::Name(
+                    Dtype::parse(v).ok_or_else(|| v.to_string()),
+                ))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `shape` or `data_offsets`: an array of numbers (each checked to be a non-negative integer),
+/// or what it was instead ("a string", "an array holding null").
+enum IntsValue {
+    Ints(Result<Ints, BadInt>),
+    Not(String),
+}
+
+impl<'de> serde::Deserialize<'de> for IntsValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IntsValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of integers")
+            }
+            other_kinds!(IntsValue, |k: &str| IntsValue::Not(k.to_string()); bool, i64, u64, f64, str, unit, map);
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<IntsValue, A::Error> {
+                let mut ints = Ints::new();
+                let mut bad: Option<(usize, String)> = None;
+                let mut holding: Option<&'static str> = None;
+                let mut len = 0;
+                while let Some(n) = seq.next_element::<NumValue>()? {
+                    match n {
+                        NumValue::Int(v) => ints.push(v),
+                        NumValue::Bad(why) => {
+                            bad.get_or_insert((len, why));
+                        }
+                        NumValue::Not(k) => {
+                            holding.get_or_insert(k);
+                        }
+                    }
+                    len += 1;
+                }
+                Ok(match (holding, bad) {
+                    (Some(k), _) => IntsValue::Not(format!("an array holding {k}")),
+                    (None, Some((at, why))) => IntsValue::Ints(Err(BadInt { len, at, why })),
+                    (None, None) => IntsValue::Ints(Ok(ints)),
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One array element: a non-negative integer, a number that is not one, or not a number.
+enum NumValue {
+    Int(u64),
+    Bad(String),
+    Not(&'static str),
+}
+
+impl<'de> serde::Deserialize<'de> for NumValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = NumValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            other_kinds!(NumValue, NumValue::Not; bool, str, unit, seq, map);
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<NumValue, E> {
+                Ok(NumValue::Int(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<NumValue, E> {
+                Ok(match u64::try_from(v) {
+                    Ok(u) => NumValue::Int(u),
+                    Err(_) => NumValue::Bad(format!("negative ({v})")),
+                })
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<NumValue, E> {
+                let shown = serde_json::Number::from_f64(v)
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| v.to_string());
+                Ok(NumValue::Bad(format!("not an integer ({shown})")))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(PartialEq, Eq)]
@@ -451,27 +599,29 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         tensor: name.clone(),
         message,
     };
-    let dtype = Dtype::parse(&raw.dtype).ok_or_else(|| HeaderError::UnknownDtype {
-        tensor: name.clone(),
-        dtype: raw.dtype.clone(),
-    })?;
-    let shape = raw
-        .shape
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            non_negative(d).map_err(|why| HeaderError::BadShape {
-                tensor: name.clone(),
-                message: format!("dimension {i} is {why}"),
-            })
-        })
-        .collect::<Result<Vec<u64>, _>>()?;
-    let offsets = match raw.data_offsets.as_slice() {
-        [a, b] => {
-            let begin =
-                non_negative(a).map_err(|why| bad(format!("data_offsets begin is {why}")))?;
-            let end = non_negative(b).map_err(|why| bad(format!("data_offsets end is {why}")))?;
-            (begin, end)
+    let dtype = match raw.dtype {
+        Ok(d) => d,
+        Err(dtype) => {
+            return Err(HeaderError::UnknownDtype {
+                tensor: name,
+                dtype,
+            });
+        }
+    };
+    let shape = match raw.shape {
+        Ok(dims) => dims.to_vec(),
+        Err(b) => {
+            return Err(HeaderError::BadShape {
+                tensor: name,
+                message: format!("dimension {} is {}", b.at, b.why),
+            });
+        }
+    };
+    let offsets = match raw.data_offsets {
+        Ok(o) if o.len() == 2 => (o[0], o[1]),
+        Err(b) if b.len == 2 => {
+            let which = if b.at == 0 { "begin" } else { "end" };
+            return Err(bad(format!("data_offsets {which} is {}", b.why)));
         }
         _ => return Err(bad("data_offsets must be [begin, end]".into())),
     };
@@ -509,16 +659,6 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         info,
         data_offsets: offsets,
     })
-}
-
-fn non_negative(n: &serde_json::Number) -> Result<u64, String> {
-    if let Some(u) = n.as_u64() {
-        Ok(u)
-    } else if n.as_i64().is_some() {
-        Err(format!("negative ({n})"))
-    } else {
-        Err(format!("not an integer ({n})"))
-    }
 }
 
 /// Tensors must tile the payload: starting at 0, each beginning where the previous ended, the

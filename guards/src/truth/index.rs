@@ -1,32 +1,80 @@
 //! `model.safetensors.index.json` parsing, and assembling one [`Inventory`] from the index and
 //! every shard's header, with the cross-checks that catch a stale index or a missing shard.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use serde::de::{Deserializer, MapAccess, Visitor};
 
 use super::header::Header;
 use super::{Inventory, TensorInfo};
 
 /// The sharded checkpoint's index: which file holds which tensor.
+///
+/// Shard names are interned: a 163-shard index names 92k tensors but only 163 files.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Index {
-    /// Tensor name → shard file name.
-    pub weight_map: BTreeMap<String, String>,
+    /// Tensor name → position in `files`. A name written twice keeps its last file, as every
+    /// JSON reader of this file does.
+    weight_map: FxHashMap<String, u32>,
+    /// Shard file names, each once, in order of first mention.
+    files: Vec<String>,
     /// `metadata.total_size`: payload bytes of all tensors.
     pub total_size: Option<u64>,
 }
 
 impl Index {
+    /// Number of tensors the index names.
+    pub fn len(&self) -> usize {
+        self.weight_map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.weight_map.is_empty()
+    }
+
+    /// The shard file the index puts `tensor` in.
+    pub fn shard_of(&self, tensor: &str) -> Option<&str> {
+        self.weight_map
+            .get(tensor)
+            .map(|&f| self.files[f as usize].as_str())
+    }
+
+    /// `(tensor, shard file)` pairs, sorted by tensor name.
+    pub fn entries(&self) -> Vec<(&str, &str)> {
+        let mut v: Vec<(&str, &str)> = self
+            .weight_map
+            .iter()
+            .map(|(t, &f)| (t.as_str(), self.files[f as usize].as_str()))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Shard file names, sorted, each once.
     pub fn shard_files(&self) -> Vec<String> {
-        let set: BTreeSet<&String> = self.weight_map.values().collect();
-        set.into_iter().cloned().collect()
+        let mut used = vec![false; self.files.len()];
+        for &f in self.weight_map.values() {
+            used[f as usize] = true;
+        }
+        let mut files: Vec<String> = self
+            .files
+            .iter()
+            .zip(used)
+            .filter(|(_, u)| *u)
+            .map(|(f, _)| f.clone())
+            .collect();
+        files.sort();
+        files
     }
 
     /// Number of tensors the index assigns to each shard file.
     pub fn tensors_per_shard(&self) -> BTreeMap<&str, usize> {
         let mut counts = BTreeMap::new();
-        for file in self.weight_map.values() {
-            *counts.entry(file.as_str()).or_insert(0) += 1;
+        for &f in self.weight_map.values() {
+            *counts.entry(self.files[f as usize].as_str()).or_insert(0) += 1;
         }
         counts
     }
@@ -78,7 +126,7 @@ pub enum InventoryError {
 struct TypedIndex {
     #[serde(default)]
     metadata: Option<TypedMetadata>,
-    weight_map: BTreeMap<String, String>,
+    weight_map: WeightMap,
 }
 
 #[derive(serde::Deserialize)]
@@ -87,10 +135,63 @@ struct TypedMetadata {
     total_size: Option<u64>,
 }
 
+#[derive(Default)]
+struct WeightMap {
+    map: FxHashMap<String, u32>,
+    files: Vec<String>,
+    file_ids: FxHashMap<String, u32>,
+    last: u32,
+}
+
+impl WeightMap {
+    fn insert(&mut self, tensor: String, file: &str) {
+        // Runs of tensors share a shard: try the last file before hashing the name.
+        let same = self
+            .files
+            .get(self.last as usize)
+            .is_some_and(|f| f == file);
+        if !same {
+            self.last = match self.file_ids.get(file) {
+                Some(&id) => id,
+                None => {
+                    self.files.push(file.to_string());
+                    let id = (self.files.len() - 1) as u32;
+                    self.file_ids.insert(file.to_string(), id);
+                    id
+                }
+            };
+        }
+        self.map.insert(tensor, self.last);
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WeightMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WeightMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object mapping tensor names to shard files")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<WeightMap, A::Error> {
+                let mut out = WeightMap::default();
+                out.map.reserve(m.size_hint().unwrap_or(0));
+                while let Some(tensor) = m.next_key::<String>()? {
+                    let file: Cow<'de, str> = m.next_value()?;
+                    out.insert(tensor, &file);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
     if let Ok(typed) = serde_json::from_slice::<TypedIndex>(bytes) {
         return Ok(Index {
-            weight_map: typed.weight_map,
+            weight_map: typed.weight_map.map,
+            files: typed.weight_map.files,
             total_size: typed.metadata.and_then(|m| m.total_size),
         });
     }
@@ -103,13 +204,13 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
     let Some(map) = value.get("weight_map").and_then(|m| m.as_object()) else {
         return Err(IndexError::NoWeightMap);
     };
-    let weight_map = map
-        .iter()
-        .map(|(k, v)| match v.as_str() {
-            Some(file) => Ok((k.clone(), file.to_string())),
-            None => Err(IndexError::BadEntry { tensor: k.clone() }),
-        })
-        .collect::<Result<_, _>>()?;
+    let mut weight_map = WeightMap::default();
+    for (k, v) in map {
+        match v.as_str() {
+            Some(file) => weight_map.insert(k.clone(), file),
+            None => return Err(IndexError::BadEntry { tensor: k.clone() }),
+        }
+    }
     let total_size = match value.get("metadata").and_then(|m| m.get("total_size")) {
         None | Some(serde_json::Value::Null) => None,
         Some(v) => Some(
@@ -118,64 +219,50 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
         ),
     };
     Ok(Index {
-        weight_map,
+        weight_map: weight_map.map,
+        files: weight_map.files,
         total_size,
     })
 }
 
 /// Joins shard headers (file name, parsed header) into one inventory, checked against the index
 /// when there is one. Every tensor records the shard that holds it.
+///
+/// The checks are hash lookups; when one fails, the error reported is the first in name order,
+/// so the same bad checkpoint always gets the same message.
 pub fn assemble(
     index: Option<&Index>,
-    shards: &[(String, Header)],
+    shards: Vec<(String, Header)>,
 ) -> Result<Inventory, InventoryError> {
-    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut tensors: Vec<TensorInfo> = Vec::new();
+    let count = shards.iter().map(|(_, h)| h.tensors.len()).sum();
+    let mut tensors: Vec<TensorInfo> = Vec::with_capacity(count);
     for (file, header) in shards {
-        for t in &header.tensors {
-            if let Some(first) = owner.insert(&t.info.name, file) {
-                return Err(InventoryError::ClaimedTwice {
-                    tensor: t.info.name.clone(),
-                    first: first.to_string(),
-                    second: file.clone(),
-                });
-            }
-            let mut info = t.info.clone();
+        let file: Arc<str> = file.into();
+        for t in header.tensors {
+            let mut info = t.info;
             info.shard = Some(file.clone());
             tensors.push(info);
         }
     }
+    // Stable: each shard's tensors are sorted already, and the sort merges such runs cheaply;
+    // equal names stay in shard order for the error below.
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = tensors.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(InventoryError::ClaimedTwice {
+            tensor: w[0].name.clone(),
+            first: w[0].shard.as_deref().unwrap_or_default().to_string(),
+            second: w[1].shard.as_deref().unwrap_or_default().to_string(),
+        });
+    }
     if let Some(index) = index {
-        for (tensor, index_shard) in &index.weight_map {
-            match owner.get(tensor.as_str()) {
-                None => {
-                    return Err(InventoryError::MissingFromShards {
-                        tensor: tensor.clone(),
-                        shard: index_shard.clone(),
-                    });
-                }
-                Some(shard) if *shard != index_shard => {
-                    return Err(InventoryError::WrongShard {
-                        tensor: tensor.clone(),
-                        index_shard: index_shard.clone(),
-                        shard: shard.to_string(),
-                    });
-                }
-                Some(_) => {}
-            }
-        }
-        if owner.len() != index.weight_map.len()
-            && let Some((tensor, shard)) = owner
+        let agree = tensors.len() == index.len()
+            && tensors
                 .iter()
-                .find(|(name, _)| !index.weight_map.contains_key(**name))
-        {
-            return Err(InventoryError::NotInIndex {
-                tensor: tensor.to_string(),
-                shard: shard.to_string(),
-            });
+                .all(|t| index.shard_of(&t.name) == t.shard.as_deref());
+        if !agree && let Some(e) = first_disagreement(index, &tensors) {
+            return Err(e);
         }
     }
-    tensors.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     let inventory = Inventory {
         tensors,
         total_size: index.and_then(|i| i.total_size),
@@ -187,6 +274,35 @@ pub fn assemble(
         }
     }
     Ok(inventory)
+}
+
+/// The first way (in tensor name order) that the index and the headers (sorted by name, each
+/// name once) disagree, if they do.
+fn first_disagreement(index: &Index, tensors: &[TensorInfo]) -> Option<InventoryError> {
+    let shard = |t: &TensorInfo| t.shard.as_deref().unwrap_or_default().to_string();
+    for (tensor, index_shard) in index.entries() {
+        match tensors.binary_search_by(|t| t.name.as_str().cmp(tensor)) {
+            Err(_) => {
+                return Some(InventoryError::MissingFromShards {
+                    tensor: tensor.to_string(),
+                    shard: index_shard.to_string(),
+                });
+            }
+            Ok(i) if tensors[i].shard.as_deref() != Some(index_shard) => {
+                return Some(InventoryError::WrongShard {
+                    tensor: tensor.to_string(),
+                    index_shard: index_shard.to_string(),
+                    shard: shard(&tensors[i]),
+                });
+            }
+            Ok(_) => {}
+        }
+    }
+    let t = tensors.iter().find(|t| index.shard_of(&t.name).is_none())?;
+    Some(InventoryError::NotInIndex {
+        tensor: t.name.clone(),
+        shard: shard(t),
+    })
 }
 
 #[cfg(test)]
@@ -221,7 +337,7 @@ mod tests {
             r#"{"metadata":{"total_size":14},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}}"#,
         );
         assert_eq!(idx.shard_files(), ["a.safetensors", "b.safetensors"]);
-        let inv = assemble(Some(&idx), &two_shards()).unwrap();
+        let inv = assemble(Some(&idx), two_shards()).unwrap();
         assert_eq!(inv.tensors.len(), 2);
         assert_eq!(inv.tensors[1].shard.as_deref(), Some("b.safetensors"));
         assert_eq!(inv.total_bytes(), 14);
@@ -232,14 +348,14 @@ mod tests {
         let shards = two_shards();
         let e = assemble(
             Some(&index(r#"{"weight_map":{"x":"a.safetensors"}}"#)),
-            &shards,
+            shards.clone(),
         );
         assert!(matches!(e, Err(InventoryError::NotInIndex { tensor, .. }) if tensor == "y"));
         let e = assemble(
             Some(&index(
                 r#"{"weight_map":{"x":"a.safetensors","y":"b.safetensors","z":"b.safetensors"}}"#,
             )),
-            &shards,
+            shards.clone(),
         );
         assert!(
             matches!(e, Err(InventoryError::MissingFromShards { tensor, .. }) if tensor == "z")
@@ -248,14 +364,14 @@ mod tests {
             Some(&index(
                 r#"{"weight_map":{"x":"b.safetensors","y":"b.safetensors"}}"#,
             )),
-            &shards,
+            shards.clone(),
         );
         assert!(matches!(e, Err(InventoryError::WrongShard { .. })));
         let e = assemble(
             Some(&index(
                 r#"{"metadata":{"total_size":15},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}}"#,
             )),
-            &shards,
+            shards.clone(),
         );
         assert!(matches!(
             e,
@@ -267,7 +383,7 @@ mod tests {
         let mut dup = shards.clone();
         dup[1].1 = shard(r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#);
         assert!(matches!(
-            assemble(None, &dup),
+            assemble(None, dup),
             Err(InventoryError::ClaimedTwice { .. })
         ));
     }

@@ -87,7 +87,7 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         });
     }
 
-    if index.as_ref().is_some_and(|i| i.weight_map.is_empty()) {
+    if index.as_ref().is_some_and(|i| i.is_empty()) {
         return Err(FetchError::Invalid {
             repo: opts.model_id.clone(),
             file: truth_dir::INDEX.into(),
@@ -97,7 +97,7 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
     let plan: Vec<(String, u64)> = match &index {
         Some(idx) => {
             let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for (tensor, file) in &idx.weight_map {
+            for (tensor, file) in idx.entries() {
                 names.entry(file).or_default().push(tensor);
             }
             names
@@ -152,7 +152,7 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         .iter()
         .map(|s| (s.file.clone(), s.header.clone()))
         .collect();
-    let inventory = index::assemble(index.as_ref(), &parsed).map_err(|e| FetchError::Invalid {
+    let inventory = index::assemble(index.as_ref(), parsed).map_err(|e| FetchError::Invalid {
         repo: opts.model_id.clone(),
         file: truth_dir::INDEX.into(),
         message: format!("index and shard headers disagree: {e}"),

@@ -1,6 +1,7 @@
 //! The apalis stores behind one type: embedded SQLite or Redis. Only tickets (job ids) travel
 //! through the store; everything else about a job is in its record.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -40,6 +41,30 @@ if #ids > 0 then
 end
 return #ids
 "#;
+
+/// Of the task ids in ARGV, returns those the store still carries: known (their data is in the
+/// task data hash) and neither done nor dead. Anything else was lost (a restart without
+/// persistence, a flush, eviction) or used up, and will never be delivered again.
+const LIVE_TICKETS: &str = r#"
+local live = {}
+for _, id in ipairs(ARGV) do
+    if redis.call("hexists", KEYS[1], id) == 1
+        and redis.call("sismember", KEYS[2], id) == 0
+        and redis.call("sismember", KEYS[3], id) == 0 then
+        table.insert(live, id)
+    end
+end
+return live
+"#;
+
+/// The same for SQLite: a row that is waiting, taken, running, or failed with attempts left.
+const LIVE_TICKETS_SQL: &str = "SELECT id FROM Jobs WHERE job_type = ?1 \
+    AND id IN (SELECT value FROM json_each(?2)) \
+    AND (status IN ('Pending', 'Queued', 'Running') \
+         OR (status = 'Failed' AND attempts < max_attempts))";
+
+/// Task ids checked per store round trip.
+const LIVE_CHUNK: usize = 1000;
 
 pub enum QueueBackend {
     Sqlite(SqliteStorage<JobTicket>),
@@ -138,6 +163,47 @@ impl QueueBackend {
                 return Ok(total);
             }
         }
+    }
+
+    /// Which of `task_ids` the store will still deliver (waiting, running, or due for a retry).
+    /// A ticket the store no longer has (Redis restarted without persistence, its keys were
+    /// flushed, the SQLite file was replaced) or has given up on is absent from the answer.
+    pub async fn live_tickets(&mut self, task_ids: &[String]) -> anyhow::Result<HashSet<String>> {
+        let mut live = HashSet::new();
+        for chunk in task_ids.chunks(LIVE_CHUNK) {
+            let found: Vec<String> = match self {
+                QueueBackend::Sqlite(s) => {
+                    let queue = apalis_core::backend::BackendConfig::config(s)
+                        .queue
+                        .to_string();
+                    let ids = serde_json::to_string(chunk)?;
+                    sqlx::query_scalar(LIVE_TICKETS_SQL)
+                        .bind(queue)
+                        .bind(ids)
+                        .fetch_all(s.pool())
+                        .await
+                        .context("cannot read tickets from the SQLite queue")?
+                }
+                QueueBackend::Redis(s) => {
+                    let config = s.get_config().clone();
+                    let script = redis::Script::new(LIVE_TICKETS);
+                    let mut script = script.prepare_invoke();
+                    script
+                        .key(config.job_data_hash())
+                        .key(config.done_jobs_set())
+                        .key(config.dead_jobs_set());
+                    for id in chunk {
+                        script.arg(id);
+                    }
+                    script
+                        .invoke_async(s.get_connection())
+                        .await
+                        .context("cannot read tickets from Redis")?
+                }
+            };
+            live.extend(found);
+        }
+        Ok(live)
     }
 
     /// A fresh store task id, chosen by us because the stores' push returns none.

@@ -32,6 +32,7 @@ pub struct QueueSettings {
     pub heartbeat_ms: u64,
     pub missed_heartbeats: usize,
     pub batch_size: usize,
+    pub recover_interval_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -243,6 +244,11 @@ impl Settings {
         over!("HARCH_HEARTBEAT_MS", self.queue.heartbeat_ms, num);
         over!("HARCH_MISSED_HEARTBEATS", self.queue.missed_heartbeats, num);
         over!("HARCH_BATCH_SIZE", self.queue.batch_size, num);
+        over!(
+            "HARCH_RECOVER_INTERVAL_S",
+            self.queue.recover_interval_s,
+            num
+        );
         over!("HARCH_DATA_DIR", self.worker.data_dir, text);
         over!("HARCH_CONCURRENCY", self.worker.concurrency, num);
         over!("HARCH_CANCEL_POLL_MS", self.worker.cancel_poll_ms, num);
@@ -335,6 +341,15 @@ impl Settings {
 
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.queue.heartbeat_ms)
+    }
+
+    /// How long the store waits for a silent worker before handing its jobs on.
+    pub fn lease(&self) -> Duration {
+        self.heartbeat() * self.queue.missed_heartbeats as u32
+    }
+
+    pub fn recover_interval(&self) -> Duration {
+        Duration::from_secs(self.queue.recover_interval_s.max(1))
     }
 
     pub fn stage_timeout(&self, stage: &str) -> Duration {

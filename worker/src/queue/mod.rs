@@ -12,5 +12,6 @@ pub mod logging;
 pub mod model_id;
 pub mod ops;
 pub mod record;
+pub mod recover;
 pub mod store;
 pub mod worker;

@@ -12,6 +12,7 @@ use tracing::{error, info, warn};
 use super::backend::{JobTicket, QueueBackend};
 use super::config::Settings;
 use super::record::JobState;
+use super::recover::requeue_lost;
 use super::store::JobStore;
 use crate::pipeline::registry::StageRegistry;
 use crate::pipeline::runner::{RunOutcome, WorkerState, run_job};
@@ -89,14 +90,23 @@ pub async fn run_worker(
         });
         let mut backend = QueueBackend::connect(&settings).await?;
         backend.promote_due().await?;
-        if matches!(backend, QueueBackend::Redis(_)) {
-            tokio::spawn(keep_promoting(settings.clone(), stop_rx.clone()));
+        // A (re)connect may follow a store restart that lost every ticket.
+        if let Err(e) = requeue_lost(&store, &mut backend, settings.lease()).await {
+            warn!(error = %format!("{e:#}"), "cannot check the store for lost tickets");
         }
+        let (maintenance_stop, maintenance_rx) = watch::channel(false);
+        tokio::spawn(maintain(
+            settings.clone(),
+            store.clone(),
+            stop_rx.clone(),
+            maintenance_rx,
+        ));
         info!(worker = %name, backend = backend.name(), concurrency = opts.concurrency, "worker started");
         let result = match backend {
             QueueBackend::Sqlite(b) => run_apalis!(b, name, opts.concurrency, state, stop_rx),
             QueueBackend::Redis(b) => run_apalis!(b, name, opts.concurrency, state, stop_rx),
         };
+        let _ = maintenance_stop.send(true);
         if *stop_rx.borrow() {
             info!(worker = %name, "worker stopped");
             return result.map_err(|e| anyhow::anyhow!("worker {name}: {e}"));
@@ -130,19 +140,43 @@ async fn handle_ticket(
     }
 }
 
-/// Promotes due Redis tickets every heartbeat while the worker runs, so a large enqueue while
-/// all job slots are busy does not pile up more due tickets than apalis-redis can promote.
-async fn keep_promoting(settings: Arc<Settings>, mut stop: watch::Receiver<bool>) {
-    let Ok(mut backend) = QueueBackend::connect(&settings).await else {
-        return;
-    };
+/// Housekeeping while one apalis worker runs, on a connection of its own: promotes due Redis
+/// tickets every heartbeat (so a large enqueue while all job slots are busy does not pile up
+/// more due tickets than apalis-redis can promote), and every `recover_interval` queues again
+/// jobs whose tickets the store lost. Ends with the worker (`stop`) or with this generation of
+/// it (`done`).
+async fn maintain(
+    settings: Arc<Settings>,
+    store: JobStore,
+    mut stop: watch::Receiver<bool>,
+    mut done: watch::Receiver<bool>,
+) {
+    let mut backend: Option<QueueBackend> = None;
+    let mut last_recover = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(settings.heartbeat()) => {}
             _ = stop.wait_for(|s| *s) => return,
+            _ = done.wait_for(|s| *s) => return,
         }
-        if let Err(e) = backend.promote_due().await {
+        if backend.is_none() {
+            match QueueBackend::connect(&settings).await {
+                Ok(b) => backend = Some(b),
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "queue maintenance cannot reach the store");
+                    continue;
+                }
+            }
+        }
+        let Some(b) = backend.as_mut() else { continue };
+        if let Err(e) = b.promote_due().await {
             warn!(error = %format!("{e:#}"), "cannot promote due tickets");
+        }
+        if last_recover.elapsed() >= settings.recover_interval() {
+            last_recover = tokio::time::Instant::now();
+            if let Err(e) = requeue_lost(&store, b, settings.lease()).await {
+                warn!(error = %format!("{e:#}"), "cannot check the store for lost tickets");
+            }
         }
     }
 }
