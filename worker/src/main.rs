@@ -51,8 +51,32 @@ enum Command {
     Prompt(cmd::prompt::Args),
 }
 
+/// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
+/// tools do, rather than panicking in `println!`. Not the commands that run stages: they talk to
+/// agents over pipes, where a closed pipe must be an error to handle, not the worker's death.
+fn exit_quietly_when_stdout_closes(command: &Command) {
+    let prints_only = matches!(
+        command,
+        Command::Ops(_)
+            | Command::Show(_)
+            | Command::Validate(_)
+            | Command::Explain(_)
+            | Command::Status(_)
+            | Command::Logs(_)
+            | Command::Prompt(_)
+    );
+    if prints_only {
+        // SAFETY: called before any thread is started; restores the default disposition that
+        // the Rust runtime replaced with "ignore".
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    exit_quietly_when_stdout_closes(&cli.command);
     let result = match cli.command {
         Command::Ops(a) => cmd::ops::run(a),
         Command::Show(a) => cmd::show::run(a),

@@ -128,3 +128,31 @@ fn tiers_say_which_guards_ran() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["guards"], serde_json::json!(["shape", "source"]));
 }
+
+/// `show … | head` and friends: a reader that goes away ends the command quietly (killed by
+/// SIGPIPE, as Unix tools are), never with a panic message.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    for args in [
+        &["show", "meta-llama/Llama-3.1-8B"][..],
+        &["ops"][..],
+        &["validate", "meta-llama/Llama-3.1-8B"][..],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_harch-worker"))
+            .args(args)
+            .current_dir(root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the command has written anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("Broken pipe"),
+            "{args:?} reported the closed pipe as an error: {stderr}"
+        );
+    }
+}

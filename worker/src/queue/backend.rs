@@ -66,6 +66,8 @@ const LIVE_TICKETS_SQL: &str = "SELECT id FROM Jobs WHERE job_type = ?1 \
 /// Task ids checked per store round trip.
 const LIVE_CHUNK: usize = 1000;
 
+/// Clones share the connection (SQLite pool, Redis connection manager).
+#[derive(Clone)]
 pub enum QueueBackend {
     Sqlite(SqliteStorage<JobTicket>),
     Redis(RedisStorage<JobTicket>),

@@ -98,6 +98,7 @@ pub async fn run_worker(
         tokio::spawn(maintain(
             settings.clone(),
             store.clone(),
+            backend.clone(),
             stop_rx.clone(),
             maintenance_rx,
         ));
@@ -140,7 +141,7 @@ async fn handle_ticket(
     }
 }
 
-/// Housekeeping while one apalis worker runs, on a connection of its own: promotes due Redis
+/// Housekeeping while one apalis worker runs, on its store connection: promotes due Redis
 /// tickets every heartbeat (so a large enqueue while all job slots are busy does not pile up
 /// more due tickets than apalis-redis can promote), and every `recover_interval` queues again
 /// jobs whose tickets the store lost. Ends with the worker (`stop`) or with this generation of
@@ -148,10 +149,10 @@ async fn handle_ticket(
 async fn maintain(
     settings: Arc<Settings>,
     store: JobStore,
+    mut backend: QueueBackend,
     mut stop: watch::Receiver<bool>,
     mut done: watch::Receiver<bool>,
 ) {
-    let mut backend: Option<QueueBackend> = None;
     let mut last_recover = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -159,22 +160,12 @@ async fn maintain(
             _ = stop.wait_for(|s| *s) => return,
             _ = done.wait_for(|s| *s) => return,
         }
-        if backend.is_none() {
-            match QueueBackend::connect(&settings).await {
-                Ok(b) => backend = Some(b),
-                Err(e) => {
-                    warn!(error = %format!("{e:#}"), "queue maintenance cannot reach the store");
-                    continue;
-                }
-            }
-        }
-        let Some(b) = backend.as_mut() else { continue };
-        if let Err(e) = b.promote_due().await {
+        if let Err(e) = backend.promote_due().await {
             warn!(error = %format!("{e:#}"), "cannot promote due tickets");
         }
         if last_recover.elapsed() >= settings.recover_interval() {
             last_recover = tokio::time::Instant::now();
-            if let Err(e) = requeue_lost(&store, b, settings.lease()).await {
+            if let Err(e) = requeue_lost(&store, &mut backend, settings.lease()).await {
                 warn!(error = %format!("{e:#}"), "cannot check the store for lost tickets");
             }
         }
