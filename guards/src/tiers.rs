@@ -13,18 +13,18 @@ pub const GUARDS: &[&str] = &[
     "source",
 ];
 
-/// Tier names: tier N runs the first N guards.
-pub const TIERS: &[&str] = &[
-    "off",
-    "weight",
-    "packing",
-    "shape",
-    "analysis",
-    "schedule",
-    "structural",
-    "axiom",
-    "all",
-];
+/// Tier names, 0 to `GUARDS.len()`: tier N runs the first N guards and is named after the last
+/// of them, except tier 0 (`off`) and the last tier (`all`).
+pub fn tier_names() -> Vec<&'static str> {
+    let last = GUARDS.len();
+    (0..=last)
+        .map(|n| match n {
+            0 => "off",
+            n if n == last => "all",
+            n => GUARDS[n - 1],
+        })
+        .collect()
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuardSet {
@@ -48,10 +48,10 @@ impl GuardSet {
     pub fn tier(t: &str) -> Result<GuardSet, String> {
         let n = match t.parse::<usize>() {
             Ok(n) => n,
-            Err(_) => TIERS.iter().position(|x| *x == t).ok_or_else(|| {
+            Err(_) => tier_names().iter().position(|x| *x == t).ok_or_else(|| {
                 format!(
                     "unknown tier `{t}`; tiers: {} (or 0-{})",
-                    TIERS.join(", "),
+                    tier_names().join(", "),
                     GUARDS.len()
                 )
             })?,
@@ -117,5 +117,20 @@ mod tests {
             &["weight", "source"]
         );
         assert!(GuardSet::list("wieght").is_err());
+        assert_eq!(
+            tier_names(),
+            [
+                "off",
+                "weight",
+                "packing",
+                "shape",
+                "analysis",
+                "schedule",
+                "structural",
+                "axiom",
+                "all"
+            ]
+        );
+        assert_eq!(GuardSet::tier("axiom").unwrap().names().len(), 7);
     }
 }
