@@ -36,41 +36,35 @@ pub mod code {
 /// (layer, expert, MTP layer, sub-block) without a heap allocation per tensor.
 type Tuple = SmallVec<[i128; 4]>;
 
-/// Writes the canonical form of `name` into `pattern` (index segments become `#`) and their
-/// values into `tuple`; the one normalizer for both sides of the join. Spec placeholders
-/// (`{i}`) take their values from `fill`, in order; without `fill` they are plain segments.
-/// False when `fill` runs out of values.
-fn canonical_into(
-    name: &str,
-    fill: Option<&[i128]>,
-    pattern: &mut String,
-    tuple: &mut Tuple,
-) -> bool {
+/// Where each `#` of a canonical pattern takes its value from: an index written in the name, or
+/// (spec side) the row's k-th placeholder.
+#[derive(Clone, Copy)]
+enum Slot {
+    Fixed(i128),
+    Placeholder(usize),
+}
+
+/// The one normalizer for both sides of the join: writes the canonical form of `name` into
+/// `pattern` (index segments become `#`) and hands each `#`'s slot to `slot`, in order. With
+/// `placeholders` (spec names), `{i}` segments are placeholders; otherwise they are plain names.
+fn normalize(name: &str, placeholders: bool, pattern: &mut String, mut slot: impl FnMut(Slot)) {
     pattern.clear();
-    tuple.clear();
     let mut next = 0;
     for (k, seg) in name.split('.').enumerate() {
         if k > 0 {
             pattern.push('.');
         }
-        if let Some(fill) = fill
-            && seg.starts_with('{')
-            && seg.ends_with('}')
-        {
-            let Some(&v) = fill.get(next) else {
-                return false;
-            };
+        if placeholders && seg.starts_with('{') && seg.ends_with('}') {
+            slot(Slot::Placeholder(next));
             next += 1;
-            tuple.push(v);
             pattern.push('#');
         } else if let Some(v) = index_value(seg) {
-            tuple.push(v);
+            slot(Slot::Fixed(v));
             pattern.push('#');
         } else {
             pattern.push_str(seg);
         }
     }
-    true
 }
 
 /// A segment that is an index (`3`; not `03`, `3x` or a 19-digit run, which stay names, so
@@ -83,40 +77,35 @@ fn index_value(seg: &str) -> Option<i128> {
     seg.parse().ok()
 }
 
-#[cfg(test)]
-fn canonical(name: &str, fill: Option<&[i128]>) -> Option<(String, Vec<i128>)> {
-    let (mut pattern, mut tuple) = (String::new(), Tuple::new());
-    canonical_into(name, fill, &mut pattern, &mut tuple).then(|| (pattern, tuple.to_vec()))
-}
-
-/// Where each `#` of a spec name's pattern takes its value from: a fixed index written in the
-/// name, or the row's k-th placeholder. Built once per stored tensor of a row, so a row that
-/// stands for 15,000 tensors costs one pattern, not 15,000.
-enum Slot {
-    Fixed(i128),
-    Placeholder(usize),
-}
-
+/// A spec name's pattern and slots, built once per stored tensor of a row, so a row that stands
+/// for 15,000 tensors costs one pattern, not 15,000.
 fn template(name: &str) -> (String, Vec<Slot>) {
-    let mut pattern = String::with_capacity(name.len());
-    let mut slots = Vec::new();
-    let mut next = 0;
-    for (k, seg) in name.split('.').enumerate() {
-        if k > 0 {
-            pattern.push('.');
-        }
-        if seg.starts_with('{') && seg.ends_with('}') {
-            slots.push(Slot::Placeholder(next));
-            next += 1;
-            pattern.push('#');
-        } else if let Some(v) = index_value(seg) {
-            slots.push(Slot::Fixed(v));
-            pattern.push('#');
-        } else {
-            pattern.push_str(seg);
+    let (mut pattern, mut slots) = (String::with_capacity(name.len()), Vec::new());
+    normalize(name, true, &mut pattern, |s| slots.push(s));
+    (pattern, slots)
+}
+
+/// The index tuple of `slots` with placeholders taken from `combo`; false when `combo` has
+/// too few values.
+fn fill(slots: &[Slot], combo: &[i128], tuple: &mut Tuple) -> bool {
+    tuple.clear();
+    for slot in slots {
+        match *slot {
+            Slot::Fixed(v) => tuple.push(v),
+            Slot::Placeholder(k) => match combo.get(k) {
+                Some(&v) => tuple.push(v),
+                None => return false,
+            },
         }
     }
-    (pattern, slots)
+    true
+}
+
+#[cfg(test)]
+fn canonical(name: &str, fill_with: Option<&[i128]>) -> Option<(String, Vec<i128>)> {
+    let (mut pattern, mut slots, mut tuple) = (String::new(), Vec::new(), Tuple::new());
+    normalize(name, fill_with.is_some(), &mut pattern, |s| slots.push(s));
+    fill(&slots, fill_with.unwrap_or_default(), &mut tuple).then(|| (pattern, tuple.to_vec()))
 }
 
 /// Label for each `#` of a pattern: the segment before it (`layers`, `experts`).
@@ -246,26 +235,23 @@ impl Join {
                 let (pattern, slots) = template(&st.name);
                 let id = join.id(&pattern);
                 join.spec.reserve(combos.len());
-                'combo: for combo in &combos {
-                    tuple.clear();
-                    for slot in &slots {
-                        match *slot {
-                            Slot::Fixed(v) => tuple.push(v),
-                            Slot::Placeholder(k) => match combo.get(k) {
-                                Some(&v) => tuple.push(v),
-                                None => continue 'combo,
-                            },
-                        }
+                for combo in &combos {
+                    if fill(&slots, combo, &mut tuple) {
+                        join.spec
+                            .push((id, tuple.clone(), Claim { row: r, stored: s }));
                     }
-                    join.spec
-                        .push((id, tuple.clone(), Claim { row: r, stored: s }));
                 }
             }
         }
         let mut pattern = String::new();
         join.ckpt.reserve(tensors.len());
         for (k, t) in tensors.iter().enumerate() {
-            canonical_into(&t.name, None, &mut pattern, &mut tuple);
+            tuple.clear();
+            normalize(&t.name, false, &mut pattern, |slot| {
+                if let Slot::Fixed(v) = slot {
+                    tuple.push(v);
+                }
+            });
             let id = join.id(&pattern);
             join.ckpt.push((id, tuple.clone(), k));
         }
