@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use common::*;
 use harch_agents::{AgentBackend, AgentError, AgentRequest, ClaudeBackend, FailureKind, Usage};
+use harch_sandbox::testing::landlock_available;
 
 async fn run(scenario: &str) -> (Fixture, harch_agents::AgentOutcome) {
     let f = workspace();

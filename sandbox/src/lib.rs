@@ -36,6 +36,7 @@ mod rlimits;
 mod snapshot;
 mod stage;
 mod supervise;
+pub mod testing;
 mod workspace;
 
 pub use command::{SandboxCommand, SandboxedChild};

@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{landlock_available, sh, workspace, workspace_with};
+use common::{sh, workspace, workspace_with};
+use harch_sandbox::testing::landlock_available;
 
 #[tokio::test]
 async fn writes_land_only_in_the_writable_area_home_and_tmp() {

@@ -6,17 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{opts, sh, workspace};
-
-fn gone(pid: i32) -> bool {
-    // A zombie waiting for a reaper counts as gone: it runs nothing.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|s| s.trim_start().starts_with('Z')),
-    }
-}
+use harch_sandbox::testing::process_gone as gone;
 
 #[tokio::test]
 async fn a_hang_is_killed_at_the_timeout_with_its_process_group() {

@@ -22,17 +22,6 @@ fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn landlock() -> bool {
-    if harch_sandbox::landlock_abi().is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_none(),
-        "HARCH_REQUIRE_LANDLOCK is set but this kernel has no Landlock"
-    );
-    false
-}
-
 struct Env {
     tmp: tempfile::TempDir,
     env: Vec<(String, String)>,
@@ -75,7 +64,7 @@ impl Env {
             ("HARCH_AGENT_TIMEOUT_S".into(), "60".into()),
             (
                 "HARCH_AGENT_REQUIRE_LANDLOCK".into(),
-                landlock().to_string(),
+                harch_sandbox::testing::require_landlock().to_string(),
             ),
             ("HARCH_SANDBOX_USER".into(), "nobody".into()),
             ("HARCH_PROMPT_NOTES".into(), format!("SCENARIO: {scenario}")),
@@ -372,8 +361,7 @@ fn an_output_flood_is_capped_and_the_retry_succeeds() {
 
 #[test]
 fn writes_outside_the_workspace_are_blocked() {
-    if !landlock() {
-        eprintln!("skipping: no Landlock on this kernel");
+    if !harch_sandbox::testing::landlock_available() {
         return;
     }
     let env = Env::new("claude", "escape");

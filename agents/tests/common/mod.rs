@@ -14,17 +14,6 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-pub fn landlock_available() -> bool {
-    if harch_sandbox::landlock_abi().is_some() {
-        return true;
-    }
-    if std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some() {
-        panic!("HARCH_REQUIRE_LANDLOCK is set but this kernel has no Landlock");
-    }
-    eprintln!("skipping: no Landlock on this kernel");
-    false
-}
-
 pub struct Fixture {
     pub tmp: tempfile::TempDir,
     pub ws: Workspace,
@@ -47,9 +36,7 @@ pub fn workspace() -> Fixture {
         }),
         ..StageSpec::default()
     };
-    // Kernels without Landlock still run every test that does not need it.
-    spec.fs_policy.require_landlock = harch_sandbox::landlock_abi().is_some()
-        || std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some();
+    spec.fs_policy.require_landlock = harch_sandbox::testing::require_landlock();
     let ws = Workspace::create(&tmp.path().join("job"), &spec).unwrap();
     Fixture { tmp, ws }
 }
@@ -85,15 +72,7 @@ pub fn spec_text(ws: &Workspace) -> String {
     std::fs::read_to_string(ws.specs_dir().join("models/tiny.yaml")).unwrap_or_default()
 }
 
-pub fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|s| s.trim_start().starts_with('Z')),
-    }
-}
+pub use harch_sandbox::testing::process_gone as gone;
 
 pub async fn wait_gone(pid: i32) -> bool {
     for _ in 0..100 {

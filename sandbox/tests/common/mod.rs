@@ -6,19 +6,6 @@ use std::time::Duration;
 
 use harch_sandbox::{RunOptions, RunReport, StageSpec, StagedFile, ValidateCommand, Workspace};
 
-/// Tests of kernel enforcement need Landlock. Where it is missing they say so and pass, unless
-/// HARCH_REQUIRE_LANDLOCK is set (CI on a Landlock kernel sets it, so a regression cannot hide).
-pub fn landlock_available() -> bool {
-    if harch_sandbox::landlock_abi().is_some() {
-        return true;
-    }
-    if std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some() {
-        panic!("HARCH_REQUIRE_LANDLOCK is set but this kernel has no Landlock");
-    }
-    eprintln!("skipping: no Landlock on this kernel");
-    false
-}
-
 pub fn fake_worker(dir: &Path) -> PathBuf {
     let path = dir.join("fake-harch-worker");
     std::fs::write(&path, "#!/bin/sh\necho \"fake-worker $*\"\n").unwrap();
@@ -54,9 +41,7 @@ pub fn workspace_with(edit: impl FnOnce(&mut StageSpec)) -> Fixture {
         }),
         ..StageSpec::default()
     };
-    // Kernels without Landlock still run every test that does not need it.
-    spec.fs_policy.require_landlock = harch_sandbox::landlock_abi().is_some()
-        || std::env::var_os("HARCH_REQUIRE_LANDLOCK").is_some();
+    spec.fs_policy.require_landlock = harch_sandbox::testing::require_landlock();
     edit(&mut spec);
     let ws = Workspace::create(&tmp.path().join("job"), &spec).unwrap();
     let outside = tmp.path().join("outside.txt");
