@@ -4,17 +4,10 @@
 use std::process::ExitCode;
 
 use harch_worker::queue::cli::setup;
-use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::ops::cancel;
 use harch_worker::queue::record::JobState;
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// Job id, as `enqueue` printed it.
-    pub job: String,
-    #[command(flatten)]
-    pub flags: QueueFlags,
-}
+pub use super::JobArgs as Args;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;

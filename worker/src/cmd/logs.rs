@@ -4,16 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use harch_worker::queue::cli::setup;
-use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::store::JobStore;
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// Job id, as `enqueue` printed it.
-    pub job: String,
-    #[command(flatten)]
-    pub flags: QueueFlags,
-}
+pub use super::JobArgs as Args;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;

@@ -13,3 +13,12 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod validate;
+
+/// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
+#[derive(clap::Args)]
+pub struct JobArgs {
+    /// Job id, as `enqueue` printed it.
+    pub job: String,
+    #[command(flatten)]
+    pub flags: harch_worker::queue::config::QueueFlags,
+}

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use harch_worker::pipeline::registry::StageRegistry;
-use harch_worker::queue::cli::{block_on, fmt_ms, setup};
+use harch_worker::queue::cli::{block_on, fmt_ms, setup_worker};
 use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::ops::enqueue;
 use harch_worker::queue::record::{JobKind, JobRecord, JobRequest, JobState};
@@ -29,11 +29,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut settings = setup(&args.flags)?;
-    if let Some(n) = args.concurrency {
-        settings.worker.concurrency = n;
-        settings.check()?;
-    }
+    let settings = setup_worker(&args.flags, args.concurrency)?;
     let models = match args.models.clone() {
         Some(m) => m,
         None => library_ids()?,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use harch_worker::pipeline::registry::StageRegistry;
-use harch_worker::queue::cli::{block_on, setup};
+use harch_worker::queue::cli::{block_on, setup_worker};
 use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::worker::{WorkerOptions, run_worker};
 
@@ -22,11 +22,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut settings = setup(&args.flags)?;
-    if let Some(n) = args.concurrency {
-        settings.worker.concurrency = n;
-        settings.check()?;
-    }
+    let settings = setup_worker(&args.flags, args.concurrency)?;
     let opts = WorkerOptions {
         concurrency: settings.worker.concurrency,
         once: args.once,

@@ -8,6 +8,17 @@ pub fn setup(flags: &QueueFlags) -> anyhow::Result<Settings> {
     Settings::load(flags)
 }
 
+/// `setup` for commands that run a worker: `--concurrency`, when given, overrides
+/// `worker.concurrency`.
+pub fn setup_worker(flags: &QueueFlags, concurrency: Option<usize>) -> anyhow::Result<Settings> {
+    let mut settings = setup(flags)?;
+    if let Some(n) = concurrency {
+        settings.worker.concurrency = n;
+        settings.check()?;
+    }
+    Ok(settings)
+}
+
 /// Runs `f` to completion on a multi-threaded runtime (the commands themselves are sync).
 /// Jobs do short blocking file I/O on the runtime's threads, so there are never fewer than
 /// `concurrency + 2` of them.

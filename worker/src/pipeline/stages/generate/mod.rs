@@ -77,6 +77,35 @@ fn io(e: anyhow::Error) -> StageError {
     StageError::transient(format!("{e:#}"))
 }
 
+/// Stages the agent's workspace under `work` (file I/O, off the async threads).
+async fn stage_workspace(
+    cx: &StageContext,
+    truth_dir: &Path,
+    work: &Path,
+) -> Result<staging::Staged, StageError> {
+    let req = &cx.job.request;
+    let (model_id, truth_dir, work, settings) = (
+        req.model_id.clone(),
+        truth_dir.to_path_buf(),
+        work.to_path_buf(),
+        cx.settings.clone(),
+    );
+    let exclude = req.exclude_library_spec;
+    tokio::task::spawn_blocking(move || {
+        staging::stage(&staging::StageRequest {
+            model_id: &model_id,
+            truth_dir: &truth_dir,
+            spec_root: &crate::specs::root(),
+            work: &work,
+            exclude_library_spec: exclude,
+            settings: &settings.agent,
+        })
+    })
+    .await
+    .map_err(perm)?
+    .map_err(|e| perm(format!("{e:#}")))
+}
+
 async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
     let req = &cx.job.request;
     let agent = &cx.settings.agent;
@@ -90,28 +119,7 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
     let guards = candidate::guard_set(&req.guards).map_err(perm)?;
     let backend = backend_for(&req.agent, agent).map_err(perm)?;
     let work = cx.job_dir.join("work").join("generate");
-    let staged = {
-        let (model_id, truth_dir, work, settings) = (
-            req.model_id.clone(),
-            truth_dir.clone(),
-            work.clone(),
-            cx.settings.clone(),
-        );
-        let exclude = req.exclude_library_spec;
-        tokio::task::spawn_blocking(move || {
-            staging::stage(&staging::StageRequest {
-                model_id: &model_id,
-                truth_dir: &truth_dir,
-                spec_root: &crate::specs::root(),
-                work: &work,
-                exclude_library_spec: exclude,
-                settings: &settings.agent,
-            })
-        })
-        .await
-        .map_err(perm)?
-        .map_err(|e| perm(format!("{e:#}")))?
-    };
+    let staged = stage_workspace(cx, &truth_dir, &work).await?;
     let spec_path = staged.spec_path();
     let store = JobStore::open(cx.settings.data_dir()).map_err(io)?;
     let limits = limits(agent);
@@ -135,27 +143,7 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
         let ws = if n == 1 {
             staged.ws.clone()
         } else {
-            let (work, settings, model_id, truth_dir) = (
-                work.clone(),
-                cx.settings.clone(),
-                req.model_id.clone(),
-                truth_dir.clone(),
-            );
-            let exclude = req.exclude_library_spec;
-            tokio::task::spawn_blocking(move || {
-                staging::stage(&staging::StageRequest {
-                    model_id: &model_id,
-                    truth_dir: &truth_dir,
-                    spec_root: &crate::specs::root(),
-                    work: &work,
-                    exclude_library_spec: exclude,
-                    settings: &settings.agent,
-                })
-            })
-            .await
-            .map_err(perm)?
-            .map_err(|e| perm(format!("{e:#}")))?
-            .ws
+            stage_workspace(cx, &truth_dir, &work).await?.ws
         };
         let notes = Some(agent.prompt_notes.as_str()).filter(|n| !n.trim().is_empty());
         let mut input = GenerateInput::new(
