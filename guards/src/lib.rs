@@ -11,6 +11,7 @@
 pub mod axiom;
 pub mod report;
 pub mod schedule;
+pub mod semantic;
 pub mod source;
 pub mod structural;
 pub mod tiers;
@@ -89,14 +90,24 @@ pub fn validate(
         if guards.has("axiom") {
             report.errors.extend(axiom::check(&a));
         }
+        if guards.has("semantic") {
+            report.errors.extend(semantic::check(&ir, &a, truth));
+        }
         report
             .warnings
             .extend(warnings::check(repo, &ir, &a, &truth.config));
     } else {
-        let skipped: Vec<&str> = ["weight", "packing", "schedule", "structural", "axiom"]
-            .into_iter()
-            .filter(|g| guards.has(g))
-            .collect();
+        let skipped: Vec<&str> = [
+            "weight",
+            "packing",
+            "schedule",
+            "structural",
+            "axiom",
+            "semantic",
+        ]
+        .into_iter()
+        .filter(|g| guards.has(g))
+        .collect();
         report.guards.retain(|g| !skipped.contains(g));
         if !skipped.is_empty() {
             report.warnings.push(Diagnostic::new(

@@ -11,6 +11,7 @@ pub const GUARDS: &[&str] = &[
     "structural",
     "axiom",
     "source",
+    "semantic",
 ];
 
 /// Tier names, 0 to `GUARDS.len()`: tier N runs the first N guards and is named after the last
@@ -44,7 +45,7 @@ impl GuardSet {
         }
     }
 
-    /// A tier by number (0-8) or name (`off`, `weight`, ..., `all`).
+    /// A tier by number (0-9) or name (`off`, `weight`, ..., `all`).
     pub fn tier(t: &str) -> Result<GuardSet, String> {
         let n = match t.parse::<usize>() {
             Ok(n) => n,
@@ -106,12 +107,12 @@ mod tests {
             GuardSet::tier("packing").unwrap().names(),
             &["weight", "packing"]
         );
-        assert_eq!(GuardSet::tier("all").unwrap().names().len(), 8);
+        assert_eq!(GuardSet::tier("all").unwrap().names().len(), 9);
         assert_eq!(
             GuardSet::tier("3").unwrap().names(),
             &["weight", "packing", "shape"]
         );
-        assert!(GuardSet::tier("9").is_err());
+        assert!(GuardSet::tier("10").is_err());
         assert_eq!(
             GuardSet::list("source,weight").unwrap().names(),
             &["weight", "source"]
@@ -128,6 +129,7 @@ mod tests {
                 "schedule",
                 "structural",
                 "axiom",
+                "source",
                 "all"
             ]
         );

@@ -1,0 +1,25 @@
+//! The semantic guard: the numbers a spec publishes per token (active experts, what a cache
+//! holds and in which dtype, norm/activation/RoPE kinds, liveness) are anchored in external facts
+//! (config.json, the checkpoint, the forward source), never only in something the same spec
+//! author wrote elsewhere.
+//!
+//! Codes M001–M049 are config bindings, kinds from source and truth identity (`bindings`,
+//! `kinds`); M050–M099 are decode-time dataflow, cache/state dtypes and liveness (`dataflow`).
+
+mod bindings;
+mod dataflow;
+mod kinds;
+
+use harch_engine::Analysis;
+use harch_engine::ir::ModelIr;
+
+use crate::report::Diagnostic;
+use crate::truth::Truth;
+
+/// Every semantic check over one evaluation.
+pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+    let mut out = bindings::check(ir, a, truth);
+    out.extend(kinds::check(ir, a, truth));
+    out.extend(dataflow::check(ir, a, truth));
+    out
+}
