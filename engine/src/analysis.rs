@@ -4,7 +4,7 @@
 //! counts, weight storage, caches). Totals, KV bytes and the like are computed from the tables
 //! when asked and never stored, so they cannot drift from the graph.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use indexmap::IndexMap;
 
@@ -148,6 +148,9 @@ pub struct Analysis {
     pub errors: Vec<SpecError>,
     /// Quant overrides that matched at least one leaf, by index.
     pub override_hits: BTreeSet<usize>,
+    /// For each op row, the rows whose outputs it reads, in `in:` order (`input_ids` is no row
+    /// and is left out): the dataflow edges deployment analysis derives communication from.
+    pub op_inputs: BTreeMap<usize, Vec<usize>>,
 }
 
 fn is_main(n: &NodeRow) -> bool {
@@ -203,13 +206,13 @@ impl Analysis {
     }
 
     pub fn weight_bytes(&self) -> Q {
-        let mut terms = Vec::new();
-        for w in &self.weights {
-            for s in &w.stored {
-                terms.push(&(&Q::product(&s.shape) * &Q::lit(s.dtype_bytes as i128)) * &w.count);
-            }
-        }
-        Q::sum(&terms)
+        Q::sum(
+            &self
+                .weights
+                .iter()
+                .map(|w| self.weight_row_bytes(w))
+                .collect::<Vec<_>>(),
+        )
     }
 
     pub fn weight_tensors(&self) -> Q {
@@ -277,47 +280,32 @@ impl Analysis {
     /// Cache bytes of one sequence at a context length (all growth laws together).
     pub fn cache_bytes_at(&self, ctx: i128) -> i128 {
         let c = Q::lit(ctx);
-        let capped: Vec<Q> = self
-            .caches
+        self.caches
             .iter()
-            .filter(|r| r.growth == Growth::Window && is_main(&self.nodes[r.node]))
-            .map(|r| {
-                let w = r.window.as_ref().map(|w| w.v.min(ctx)).unwrap_or(ctx);
-                &(&(&r.elements * &Q::lit(r.dtype_bytes as i128)) * &r.count) * &Q::lit(w)
-            })
-            .collect();
-        (&(&self.kv_bytes_per_token() * &c) + &Q::sum(&capped)).v
-            + self.state_bytes_per_sequence().v
+            .filter(|r| is_main(&self.nodes[r.node]))
+            .map(|r| self.cache_row_bytes_at(r, &c).v)
+            .sum()
     }
 
     /// FLOPs of one decode step at a context length.
     pub fn decode_flops(&self, ctx: &Q) -> Q {
-        let mut terms = Vec::new();
-        for n in self
+        let terms: Vec<Q> = self
             .nodes
             .iter()
             .filter(|n| is_main(n) && n.phase != Phase::Prefill)
-        {
-            let l = match &n.window {
-                Some(w) if w.v < ctx.v => w.clone(),
-                _ => ctx.clone(),
-            };
-            terms.push(&n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l)));
-        }
+            .map(|n| self.node_decode_flops(n, ctx))
+            .collect();
         Q::sum(&terms)
     }
 
     /// FLOPs of a causal prefill of `seq` tokens (whole prompt).
     pub fn prefill_flops(&self, seq: &Q) -> Q {
-        let mut terms = Vec::new();
-        for n in self
+        let terms: Vec<Q> = self
             .nodes
             .iter()
             .filter(|n| is_main(n) && n.phase != Phase::Decode)
-        {
-            let attended = attended_positions(seq, n.window.as_ref());
-            terms.push(&n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended)));
-        }
+            .map(|n| self.node_prefill_flops(n, seq))
+            .collect();
         Q::sum(&terms)
     }
 

@@ -713,7 +713,7 @@ impl<'a> Walker<'a> {
             let vs = Scope {
                 phase: Phase::Decode,
                 emit_storage: false,
-                id: join_id(&sc.id, "decode"),
+                id: join_id(&sc.id, crate::rows::DECODE_SCOPE),
                 ..sc.clone()
             };
             if let Some((vouts, _)) = self.graph(
@@ -1030,6 +1030,9 @@ impl<'a> Walker<'a> {
             out.shape.clone(),
             loc.clone(),
         );
+        self.out
+            .op_inputs
+            .insert(row, inputs.iter().filter_map(|f| f.node).collect());
         {
             let r = &mut self.out.nodes[row];
             r.params = if scope.emit_storage {

@@ -18,6 +18,7 @@ pub mod ir;
 pub mod load;
 pub mod ops;
 pub mod q;
+pub mod rows;
 pub mod schema;
 
 pub use analysis::Analysis;

@@ -89,6 +89,53 @@ impl Q {
     pub fn product<'a>(items: impl IntoIterator<Item = &'a Q>) -> Q {
         items.into_iter().fold(Q::one(), |acc, q| &acc * q)
     }
+    /// The atoms multiplying each additive term of the formula: `n_heads * (d_nope + d_rope)`
+    /// gives `[[n_heads, d_nope], [n_heads, d_rope]]`. This is how a tensor axis says which dims
+    /// it carries (the deployment analysis splits an axis by a dim only when every term carries
+    /// it). A plain number, a function call, or a formula past `MAX_TERMS` terms carries nothing.
+    pub fn term_atoms(&self) -> Vec<Vec<Rc<str>>> {
+        const MAX_TERMS: usize = 64;
+        fn terms(s: &Sym) -> Option<Vec<Vec<Rc<str>>>> {
+            let t = match s {
+                Sym::Lit(_) | Sym::Call(..) => vec![vec![]],
+                Sym::Atom(a) => vec![vec![a.clone()]],
+                Sym::Add(ts) => {
+                    let mut out = Vec::new();
+                    for t in ts {
+                        out.extend(terms(t)?);
+                    }
+                    out
+                }
+                Sym::Sub(a, b) => {
+                    let mut out = terms(a)?;
+                    out.extend(terms(b)?);
+                    out
+                }
+                // Dividing keeps the numerator's factors (`n_heads * d / 2` still carries heads).
+                Sym::Div(a, _) => terms(a)?,
+                Sym::Mul(fs) => {
+                    let mut out: Vec<Vec<Rc<str>>> = vec![vec![]];
+                    for f in fs {
+                        let ft = terms(f)?;
+                        let mut next = Vec::with_capacity(out.len() * ft.len());
+                        for a in &out {
+                            for b in &ft {
+                                next.push(a.iter().chain(b).cloned().collect());
+                            }
+                        }
+                        out = next;
+                    }
+                    out
+                }
+            };
+            (t.len() <= MAX_TERMS).then_some(t)
+        }
+        match &self.f {
+            Some(s) => terms(s).unwrap_or_else(|| vec![vec![]]),
+            None => vec![vec![]],
+        }
+    }
+
     pub fn formula(&self) -> String {
         match &self.f {
             Some(s) => render(s, 0),
@@ -260,6 +307,31 @@ mod tests {
         let s = &(&a + &d) * &two;
         assert_eq!(s.formula(), "(n_heads + d_head) * 2");
         assert_eq!(s.v, 320);
+    }
+
+    #[test]
+    fn term_atoms_name_the_dims_of_every_term() {
+        let h = Q::atom("n_heads", 128, true);
+        let a = Q::atom("d_nope", 128, true);
+        let b = Q::atom("d_rope", 64, true);
+        let axis = &h * &(&a + &b);
+        let names = |q: &Q| -> Vec<Vec<String>> {
+            q.term_atoms()
+                .iter()
+                .map(|t| t.iter().map(|s| s.to_string()).collect())
+                .collect()
+        };
+        assert_eq!(
+            names(&axis),
+            vec![vec!["n_heads", "d_nope"], vec!["n_heads", "d_rope"]]
+        );
+        assert_eq!(
+            names(&(&a + &Q::lit_sym(1, true))),
+            vec![vec!["d_nope"], vec![]]
+        );
+        assert_eq!(names(&Q::lit(7)), vec![Vec::<String>::new()]);
+        let half = (&h * &a).div_exact(&Q::lit_sym(2, true)).unwrap();
+        assert_eq!(names(&half), vec![vec!["n_heads", "d_nope"]]);
     }
 
     #[test]

@@ -27,6 +27,8 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Print a quantity's formula and value.
     Explain(cmd::explain::Args),
+    /// What a model costs to serve: memory, communication, bound and estimate per phase.
+    Analyze(cmd::analyze::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
@@ -61,6 +63,7 @@ fn exit_quietly_when_stdout_closes(command: &Command) {
             | Command::Show(_)
             | Command::Validate(_)
             | Command::Explain(_)
+            | Command::Analyze(_)
             | Command::Status(_)
             | Command::Logs(_)
             | Command::Prompt(_)
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Show(a) => cmd::show::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Explain(a) => cmd::explain::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
         Command::Enqueue(a) => cmd::enqueue::run(a),

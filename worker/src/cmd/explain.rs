@@ -17,6 +17,10 @@ pub struct Args {
     /// Context length for FLOPs.
     #[arg(long, default_value_t = REPORT_CONTEXT as u64)]
     pub ctx: u64,
+    /// For deployment figures (`decode.estimate_s`, `weights_bytes_per_gpu`, ...): the GPU,
+    /// layout and workload, as `analyze` takes them.
+    #[command(flatten)]
+    pub deployment: crate::cmd::analyze::DeploymentArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,11 +30,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
+    if harch_analysis::explain::NAMES.contains(&args.quantity.as_str()) {
+        return crate::cmd::analyze::explain(
+            &args.deployment,
+            &ir,
+            &a,
+            &s.truth.config,
+            &args.quantity,
+        );
+    }
     let Some(q) = a.quantity(&args.quantity, args.ctx as i128) else {
         eprintln!(
-            "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>",
+            "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>; with --gpu and --layout: {}",
             args.quantity,
-            QUANTITIES.join(", ")
+            QUANTITIES.join(", "),
+            harch_analysis::explain::NAMES.join(", ")
         );
         return Ok(ExitCode::from(2));
     };

@@ -1,0 +1,33 @@
+//! Deployment cost over the engine's single evaluation: what a verified spec costs to serve on
+//! given GPUs under a given layout. Pure: no I/O; the hardware table arrives as file contents,
+//! the model as the engine's `ModelIr` and `Analysis`.
+//!
+//! ```text
+//! Model::new(ir, analysis, config)          rows with their parts and the dims their axes carry
+//!   + Request { gpu, layout, workload }     (hardware::HardwareTable, layout::LayoutSpec)
+//!   --report::analyze-->  Plan, Report       memory plan, derived communication, bound and
+//!                                            estimate per phase, every figure labelled
+//! ```
+//!
+//! Architecture invariant: no quantity is derived a second time. Weight bytes, cache bytes and
+//! FLOPs come from the engine's per-row figures; a layout only says which share of each row one
+//! GPU holds, read from the dims each axis carries (`shardable_by` in the dim table).
+
+pub mod comm;
+pub mod cost;
+pub mod explain;
+pub mod hardware;
+pub mod layout;
+pub mod memory;
+pub mod plot;
+pub mod report;
+pub mod shard;
+pub mod sweep;
+pub mod traffic;
+
+pub use cost::{ComputePrecision, Resource};
+pub use hardware::{Gpu, HardwareTable, Missing};
+pub use layout::{Layout, LayoutError, LayoutSpec, Part};
+pub use report::{Report, Request, analyze, analyze_plan};
+pub use shard::{Model, ModelError, Plan};
+pub use traffic::{Activations, Phase, Step};

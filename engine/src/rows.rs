@@ -1,0 +1,101 @@
+//! Per-row figures: each quantity the totals of [`Analysis`] sum, for one row. The totals are
+//! these sums; deployment analysis (harch-analysis) reads the same rows under a layout, so a
+//! figure per GPU and the model's total come from one formula.
+
+use crate::analysis::{Analysis, CacheRow, GroupRow, NodeRow, WeightRow, attended_positions};
+use crate::ir::Growth;
+use crate::ops::Axis;
+use crate::q::Q;
+
+/// The scope segment under which a component's decode variant is walked: the variant's row
+/// `P.decode.x` stands for the main graph's row `P.x`.
+pub const DECODE_SCOPE: &str = "decode";
+
+impl Analysis {
+    /// Whether a node row belongs to the main model (not under a `role: mtp` top-level node).
+    pub fn is_main_row(&self, row: usize) -> bool {
+        self.nodes[row].top_role.as_deref() != Some("mtp")
+    }
+
+    /// Stored bytes of one weight row: every stored tensor (main and scales) of every copy.
+    pub fn weight_row_bytes(&self, w: &WeightRow) -> Q {
+        let per_copy: Vec<Q> = w
+            .stored
+            .iter()
+            .map(|s| &Q::product(&s.shape) * &Q::lit(s.dtype_bytes as i128))
+            .collect();
+        &Q::sum(&per_copy) * &w.count
+    }
+
+    /// Bytes one cache row holds per token (per_token, window) or per sequence (constant),
+    /// over all its layers.
+    pub fn cache_row_unit_bytes(&self, c: &CacheRow) -> Q {
+        &(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count
+    }
+
+    /// Bytes one sequence keeps in a cache row at a context length, by the row's growth law:
+    /// every token (per_token), at most `window` tokens (window), or once (constant).
+    pub fn cache_row_bytes_at(&self, c: &CacheRow, ctx: &Q) -> Q {
+        let unit = self.cache_row_unit_bytes(c);
+        match c.growth {
+            Growth::PerToken => &unit * ctx,
+            Growth::Window => {
+                let w = match &c.window {
+                    Some(w) if w.v < ctx.v => w,
+                    _ => ctx,
+                };
+                &unit * w
+            }
+            Growth::Constant => unit,
+        }
+    }
+
+    /// FLOPs of a node row (all its active copies) for one sequence's decode step at a context.
+    pub fn node_decode_flops(&self, n: &NodeRow, ctx: &Q) -> Q {
+        let l = match &n.window {
+            Some(w) if w.v < ctx.v => w,
+            _ => ctx,
+        };
+        &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * l))
+    }
+
+    /// FLOPs of a node row (all its active copies) for one sequence's causal prefill of `seq`
+    /// tokens.
+    pub fn node_prefill_flops(&self, n: &NodeRow, seq: &Q) -> Q {
+        let attended = attended_positions(seq, n.window.as_ref());
+        &n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended))
+    }
+
+    /// Elements per token of a row's output, and whether the output has a context axis (the
+    /// attended positions of attention scores, which a fused attention kernel keeps on chip).
+    pub fn output_elements(&self, row: usize) -> (Q, bool) {
+        let mut q = Q::one();
+        let mut ctx = false;
+        for a in &self.nodes[row].shape {
+            match a {
+                Axis::Dim(d) => q = &q * d,
+                Axis::Ctx => ctx = true,
+            }
+        }
+        (q, ctx)
+    }
+
+    /// The id of the main-graph row a decode-variant row stands for (same id without the
+    /// variant's scope), if the row is in a decode variant.
+    pub fn decode_counterpart_id(&self, row: usize) -> Option<String> {
+        let id = &self.nodes[row].id;
+        let seg = format!(".{DECODE_SCOPE}.");
+        let at = id.rfind(&seg)?;
+        Some(format!("{}.{}", &id[..at], &id[at + seg.len()..]))
+    }
+
+    /// The layer group (stack and block) a row was walked in.
+    pub fn group_of(&self, row: usize) -> Option<&GroupRow> {
+        let id = &self.nodes[row].id;
+        self.groups.iter().find(|g| {
+            let head = format!("{}[{}]", g.stack, g.block);
+            id.strip_prefix(&head)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+    }
+}

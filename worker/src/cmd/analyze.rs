@@ -1,0 +1,478 @@
+//! `harch-worker analyze`: what a model costs to serve on given GPUs under a layout — memory per
+//! GPU, derived communication, and a bound and an estimate per phase (harch-analysis), from the
+//! spec's single evaluation. `explain` reaches the same figures through [`DeploymentArgs`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use harch_analysis::explain::seconds;
+use harch_analysis::report::INSUFFICIENT_EVIDENCE;
+use harch_analysis::sweep::{self, SweepSpec};
+use harch_analysis::{
+    Activations, ComputePrecision, HardwareTable, LayoutSpec, Model, Report, Request, analyze,
+};
+use harch_engine::EvalOptions;
+use harch_worker::queue::store::write_atomic;
+use harch_worker::{specs, subject};
+
+/// The deployment a figure is computed for (shared by `analyze` and `explain`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct DeploymentArgs {
+    /// GPU of the hardware table (`specs/hardware/*.yaml`): B200, H100 SXM, H200, GB200, MI300X.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// GPU count (default: what the layout covers).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Layout: `attn=dp8,moe=ep8[,ffn=tp8][,vocab=tp8][,pp=2][,dispatch=allgather]
+    /// [,mesh=tp-outer]`, or a YAML file with the same fields.
+    #[arg(long, default_value = "attn=tp1")]
+    pub layout: String,
+    /// Prompt tokens per request.
+    #[arg(long, default_value_t = 1024)]
+    pub input: u64,
+    /// Generated tokens per request.
+    #[arg(long, default_value_t = 1024)]
+    pub output: u64,
+    /// Context per request, when not input + output (sizes the KV cache and the decode step).
+    #[arg(long)]
+    pub context: Option<u64>,
+    /// Decode requests per attention replica (default: as many as the KV budget holds).
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// Prefill requests per attention replica (TTFT).
+    #[arg(long, default_value_t = 1)]
+    pub prefill_batch: u64,
+    /// Fraction of HBM usable for weights and caches.
+    #[arg(long, default_value_t = 0.9)]
+    pub usable: f64,
+    /// Load the multi-token-prediction layers (their weights and caches count).
+    #[arg(long)]
+    pub mtp: bool,
+    /// Precision matmuls run at: `weights` (their stored precision) or one of fp4, fp8, bf16,
+    /// fp16, tf32, fp32 for every op.
+    #[arg(long, default_value = "weights")]
+    pub compute_precision: String,
+}
+
+impl DeploymentArgs {
+    fn request(&self, table: &HardwareTable) -> anyhow::Result<Request> {
+        let Some(name) = &self.gpu else {
+            bail!("give --gpu (one of: {})", table.names().join(", "));
+        };
+        let Some(gpu) = table.find(name) else {
+            bail!(
+                "no GPU `{name}` in specs/hardware (known: {})",
+                table.names().join(", ")
+            );
+        };
+        let spec = if Path::new(&self.layout).is_file() {
+            let text = std::fs::read_to_string(&self.layout)
+                .with_context(|| format!("reading layout {}", self.layout))?;
+            LayoutSpec::from_yaml(&text)
+        } else {
+            LayoutSpec::parse(&self.layout)
+        };
+        let layout = spec
+            .and_then(|s| s.resolve(self.gpus))
+            .map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
+        if !(self.usable > 0.0 && self.usable <= 1.0) {
+            bail!("--usable {} must be in (0, 1]", self.usable);
+        }
+        if self.input == 0 || self.prefill_batch == 0 || self.batch == Some(0) {
+            bail!("--input, --batch and --prefill-batch must be at least 1");
+        }
+        let compute = match self.compute_precision.as_str() {
+            "weights" => ComputePrecision::Weights,
+            p if harch_analysis::hardware::PRECISIONS.contains(&p) => {
+                ComputePrecision::Fixed(p.to_string())
+            }
+            p => bail!(
+                "--compute-precision `{p}`: weights or one of {}",
+                harch_analysis::hardware::PRECISIONS.join(", ")
+            ),
+        };
+        let mut req = Request::new(gpu.clone(), layout, self.input as i128, self.output as i128);
+        req.context = self.context.map(|c| c as i128);
+        req.decode_batch = self.batch.map(|b| b as i128);
+        req.prefill_batch = self.prefill_batch as i128;
+        req.usable_fraction = self.usable;
+        req.mtp = self.mtp;
+        req.compute = compute;
+        req.activations = Activations {
+            bytes: 2,
+            precision: "bf16",
+        };
+        Ok(req)
+    }
+}
+
+fn hint(h: &Option<String>) -> String {
+    h.as_ref()
+        .map(|h| format!(" (hint: {h})"))
+        .unwrap_or_default()
+}
+
+/// The hardware table from `specs/hardware/` of the repository root.
+pub fn hardware_table() -> anyhow::Result<HardwareTable> {
+    let files: BTreeMap<String, String> = specs::read_spec_files(&specs::root())?
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("specs/hardware/"))
+        .collect();
+    if files.is_empty() {
+        bail!(
+            "no hardware table: specs/hardware/*.yaml not found under {}",
+            specs::root().display()
+        );
+    }
+    Ok(HardwareTable::from_files(&files)?)
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A spec file, a library model spec name, or a Hugging Face model id.
+    pub spec: String,
+    #[arg(long)]
+    pub truth: Option<PathBuf>,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Sweep an axis or two: `ep=4,8,...,256` or `batch=1,8,64,context=1024,...,131072`.
+    #[arg(long)]
+    pub sweep: Option<String>,
+    /// Write the sweep as CSV here (`-` for stdout).
+    #[arg(long, requires = "sweep")]
+    pub csv: Option<PathBuf>,
+    /// Write the sweep as an SVG plot here.
+    #[arg(long, requires = "sweep")]
+    pub svg: Option<PathBuf>,
+    /// Print every op's row of the cost tables (with --json: include them).
+    #[arg(long)]
+    pub ops: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let table = hardware_table()?;
+    let req = args.deployment.request(&table)?;
+    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    // Formulas on: which dims each axis carries is read from them.
+    let (ir, a) = match subject::evaluated(&s, EvalOptions { symbolic: true }) {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let model = Model::new(&ir, &a, &s.truth.config)?;
+    if let Some(spec) = &args.sweep {
+        return run_sweep(&model, &req, spec, &args);
+    }
+    let (_, report) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        if args.ops {
+            for (phase, res) in [("prefill", &report.prefill), ("decode", &report.decode)] {
+                if let Some(c) = &res.cost {
+                    v[phase]["ops"] = serde_json::to_value(&c.rows)?;
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_report(&report, &args.spec, args.ops);
+    }
+    Ok(if report.status == INSUFFICIENT_EVIDENCE {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `explain <spec> <figure> --gpu … --layout …`: a deployment figure's formula and terms.
+pub fn explain(
+    dep: &DeploymentArgs,
+    ir: &harch_engine::ModelIr,
+    a: &harch_engine::Analysis,
+    config: &serde_json::Value,
+    name: &str,
+) -> anyhow::Result<ExitCode> {
+    let table = hardware_table()?;
+    let req = dep.request(&table)?;
+    let model = Model::new(ir, a, config)?;
+    let (plan, report) =
+        analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
+    let Some(e) = harch_analysis::explain::explain(&plan, &req, &report, name) else {
+        println!(
+            "{name}: {INSUFFICIENT_EVIDENCE}: missing {}",
+            report.missing.join(", ")
+        );
+        return Ok(ExitCode::from(3));
+    };
+    println!("{} = {}   [{}]", e.name, e.formula, e.label);
+    println!("  = {}", e.value);
+    if !e.terms.is_empty() {
+        println!("terms");
+        for (k, v) in &e.terms {
+            println!("  {k}: {v}");
+        }
+        if let Some((n, v)) = &e.more {
+            println!("  … {n} more terms: {v}");
+        }
+    }
+    println!(
+        "({} on {} × {}, layout {})",
+        report.model, report.gpus, report.gpu, report.layout
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::Result<ExitCode> {
+    let spec = SweepSpec::parse(text)?;
+    let rows = sweep::run(model, req, &spec);
+    let csv = sweep::csv(&spec, &rows);
+    match &args.csv {
+        Some(p) if p.as_os_str() == "-" => print!("{csv}"),
+        Some(p) => write_atomic(p, csv.as_bytes())?,
+        None => {}
+    }
+    if let Some(p) = &args.svg {
+        let title = format!("{} on {}", model.a.model, req.gpu.gpu);
+        let svg = harch_analysis::plot::svg(&spec, &rows, &title).map_err(anyhow::Error::msg)?;
+        write_atomic(p, svg.as_bytes())?;
+    }
+    if args.csv.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+        let keys: Vec<&str> = spec.axes.iter().map(|(k, _)| k.name()).collect();
+        println!(
+            "{:<20} {:>6} {:>10} {:>12} {:>12} {:>12} {:>14}",
+            keys.join(" "),
+            "gpus",
+            "max req",
+            "decode est",
+            "decode bound",
+            "TTFT est",
+            "tok/s/GPU est"
+        );
+        for r in &rows {
+            let point: Vec<String> = r.point.iter().map(|(_, v)| v.to_string()).collect();
+            let mut p = point.join(" ");
+            match &r.report {
+                Ok(rep) => {
+                    if rep.extrapolated {
+                        p.push_str(" *");
+                    }
+                    let f = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "—".into());
+                    println!(
+                        "{:<20} {:>6} {:>10} {:>12} {:>12} {:>12} {:>14}",
+                        p,
+                        rep.gpus,
+                        rep.memory
+                            .as_ref()
+                            .map(|m| digits(m.max_decode_requests))
+                            .unwrap_or_default(),
+                        f(rep.tpot_estimate_s),
+                        f(rep.tpot_bound_s),
+                        f(rep.ttft_estimate_s),
+                        rep.tokens_per_s_per_gpu_estimate
+                            .map(|t| digits(t.round() as i128))
+                            .unwrap_or_else(|| rep.missing.join("; ")),
+                    );
+                }
+                Err(e) => println!("{p:<20} error: {e}"),
+            }
+        }
+        if rows
+            .iter()
+            .any(|r| r.report.as_ref().is_ok_and(|r| r.extrapolated))
+        {
+            println!(
+                "* past the published context limit ({}): an extrapolation",
+                model.context_limit.map(digits).unwrap_or_default()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn digits(v: i128) -> String {
+    crate::cmd::show::group_digits(v)
+}
+
+fn gib(b: i128) -> String {
+    let g = b as f64 / (1u64 << 30) as f64;
+    if g.abs() >= 1.0 {
+        format!("{g:.2} GiB")
+    } else {
+        format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+    }
+}
+
+fn print_report(r: &Report, subject: &str, ops: bool) {
+    println!(
+        "{subject} (spec {}) on {} × {}, layout {}",
+        r.model, r.gpus, r.gpu, r.layout
+    );
+    let a = &r.assumptions;
+    println!(
+        "workload: context {} tokens; decode batch {} per attention replica ({} replicas); prefill batch {}",
+        a.decode_context, a.decode_batch, r.degrees.attn.dp, a.prefill_batch
+    );
+    if r.extrapolated {
+        println!(
+            "note: context {} is past the published limit {}: an extrapolation",
+            a.decode_context,
+            r.context_limit.unwrap_or_default()
+        );
+    }
+    println!();
+    match &r.memory {
+        Some(m) => {
+            println!("memory per GPU                                   [exact]");
+            println!("  HBM                      {:>14}", gib(m.memory_bytes));
+            println!(
+                "  usable ({:>3.0}%)            {:>14}",
+                m.usable_fraction * 100.0,
+                gib(m.usable_bytes)
+            );
+            println!(
+                "  weights                  {:>14}   ({} B; MTP {})",
+                gib(m.weights_bytes_per_gpu),
+                digits(m.weights_bytes_per_gpu),
+                if a.mtp_loaded { "loaded" } else { "not loaded" }
+            );
+            if m.weights_bytes_per_gpu_by_stage.len() > 1 {
+                let st: Vec<String> = m
+                    .weights_bytes_per_gpu_by_stage
+                    .iter()
+                    .map(|w| gib(*w))
+                    .collect();
+                println!("    by pipeline stage      {}", st.join(", "));
+            }
+            println!("  KV budget                {:>14}", gib(m.kv_budget_bytes));
+            println!(
+                "  KV per request           {:>14}   ({} on one GPU) at {} tokens",
+                gib(m.kv_bytes_per_request),
+                gib(m.kv_bytes_per_request_per_gpu),
+                m.context
+            );
+            println!(
+                "  max decode requests      {:>14}   per attention replica ({} in all), KV-bound{}",
+                digits(m.max_decode_requests),
+                digits(m.max_decode_requests_total),
+                if m.fits {
+                    ""
+                } else {
+                    " — the weights do not fit"
+                }
+            );
+            println!(
+                "  prefill batch cap        {:>14}   per replica at {} prompt tokens [estimate: {} of activations per token]",
+                digits(m.prefill_batch_cap),
+                m.prefill_tokens,
+                gib(m.prefill_activation_bytes_per_token)
+            );
+        }
+        None => println!("memory: {INSUFFICIENT_EVIDENCE} ({})", r.missing.join("; ")),
+    }
+    println!();
+    println!(
+        "{:<18} {:>12} {:>12}  {:<14} {}",
+        "time", "bound", "estimate", "bound by", "estimate: memory / comm / compute"
+    );
+    for (name, res) in [("prefill (TTFT)", &r.prefill), ("decode (TPOT)", &r.decode)] {
+        match &res.cost {
+            Some(c) => println!(
+                "{:<18} {:>12} {:>12}  {:<14} {:.0}% / {:.0}% / {:.0}%",
+                name,
+                seconds(c.bound_s),
+                seconds(c.estimate_s),
+                c.bound_by.name(),
+                c.estimate_split.memory_s * 100.0,
+                c.estimate_split.communication_s * 100.0,
+                c.estimate_split.compute_s * 100.0
+            ),
+            None => println!(
+                "{name:<18} {INSUFFICIENT_EVIDENCE}: missing {}",
+                res.missing.join(", ")
+            ),
+        }
+    }
+    if let (Some(b), Some(e)) = (
+        r.tokens_per_s_per_gpu_bound,
+        r.tokens_per_s_per_gpu_estimate,
+    ) {
+        println!(
+            "{:<18} {:>12} {:>12}  (decode; the bound is a ceiling)",
+            "tokens/s per GPU",
+            digits(b.round() as i128),
+            digits(e.round() as i128)
+        );
+    }
+    if !r.communication.is_empty() {
+        println!();
+        println!("communication per GPU per step (derived from the layout)");
+        for c in &r.communication {
+            println!(
+                "  {:<8} {:<13} {:<15} {:>4} GPUs  {:<6} {:>14}  {:>10}  ({} edges)",
+                c.phase,
+                c.why,
+                c.kind.name(),
+                c.group,
+                format!("{:?}", c.link).to_lowercase(),
+                format!("{} B", digits(c.bytes_per_gpu.round() as i128)),
+                seconds(c.seconds),
+                c.edges
+            );
+        }
+    }
+    println!();
+    println!("hardware ({}):", r.hardware.name);
+    let fig = |n: &str, f: &Option<harch_analysis::hardware::Figure>| match f {
+        Some(f) => println!("  {n:<20} {} — {}", f.quoted, f.source),
+        None => println!("  {n:<20} not in the table"),
+    };
+    fig("memory", &r.hardware.memory);
+    fig("HBM bandwidth", &r.hardware.hbm_bandwidth);
+    for (p, f) in &r.hardware.peak_flops {
+        println!("  {:<20} {} — {}", format!("peak {p}"), f.quoted, f.source);
+    }
+    fig("link", &r.hardware.link_bandwidth);
+    fig("node size", &r.hardware.node_size);
+    fig("inter-node", &r.hardware.internode_bandwidth);
+    println!(
+        "assumptions: {}% usable; activations {}; matmuls at {}; attention {}; routing {}; {}",
+        a.usable_fraction * 100.0,
+        a.activation_precision,
+        match &a.compute_precision {
+            ComputePrecision::Weights => "their weights' precision".to_string(),
+            ComputePrecision::Fixed(p) => p.clone(),
+        },
+        a.attention,
+        a.routing,
+        a.composition
+    );
+    if ops {
+        for (name, res) in [("prefill", &r.prefill), ("decode", &r.decode)] {
+            let Some(c) = &res.cost else { continue };
+            println!();
+            println!(
+                "{name} ops: {:<58} {:>11} {:>11} {:>11}  bound by",
+                "", "compute", "memory", "comm"
+            );
+            for row in &c.rows {
+                let (res, _) = row.seconds();
+                println!(
+                    "  {:<72} {:>11} {:>11} {:>11}  {}",
+                    if row.stage > 0 {
+                        format!("{} [stage {}]", row.id, row.stage)
+                    } else {
+                        row.id.clone()
+                    },
+                    seconds(row.terms.compute_s),
+                    seconds(row.terms.memory_s),
+                    seconds(row.terms.communication_s),
+                    res.name()
+                );
+            }
+        }
+    }
+}
