@@ -468,7 +468,7 @@ mod tests {
         let e = resolve("attn=tp3dp2", Some(8)).unwrap_err();
         assert!(e.message.contains("covers 6 GPUs"), "{e}");
         let e = resolve("attn=tp8", Some(12)).unwrap_err();
-        assert!(e.message.contains("stage has 12"), "{e}");
+        assert!(e.message.contains("does not divide the 12 GPUs"), "{e}");
         assert!(
             resolve("attn=xp8", Some(8))
                 .unwrap_err()

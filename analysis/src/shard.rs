@@ -122,6 +122,8 @@ pub struct RowInfo {
     /// Output elements per token (context axis left out).
     pub out_elements: i128,
     pub place: Place,
+    /// The layer group (index into the engine's groups) the row was walked in.
+    pub group: Option<usize>,
     /// Layers of the row's group (1 at top level): copies per layer are `active / layers`.
     pub group_layers: i128,
     /// Fraction of the row's weight copies one token uses (top_k / experts for experts).
@@ -410,6 +412,11 @@ impl<'a> Model<'a> {
                 out_ctx,
                 out_elements: elems.v,
                 place: place_of(row),
+                group: a.group_of(row).and_then(|g| {
+                    a.groups
+                        .iter()
+                        .position(|h| h.stack == g.stack && h.block == g.block)
+                }),
                 group_layers: a
                     .group_of(row)
                     .map(|g| g.layers.len() as i128)
