@@ -167,7 +167,11 @@ impl<'m, 'a> Plan<'m, 'a> {
                     // An edge into a layer group from outside it (the carried stream entering a
                     // stack) is crossed by the group's first layer only; later layers read their
                     // predecessor, placed alike.
-                    let crossings = if pinfo.group == info.group { layers_here } else { 1.0 };
+                    let crossings = if pinfo.group == info.group {
+                        layers_here
+                    } else {
+                        1.0
+                    };
                     let prow = m.per_layer_copies(p) * crossings * tokens;
                     let elems = pinfo.out_elements as f64;
                     let bytes_of =

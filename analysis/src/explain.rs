@@ -74,7 +74,10 @@ fn sci(v: f64) -> String {
     format!("{v:.3e}")
 }
 
-fn ranked(mut terms: Vec<(f64, String, String)>) -> (Vec<(String, String)>, Option<(usize, f64)>) {
+/// Terms shown (largest first), and how many more there are with their sum.
+type Ranked = (Vec<(String, String)>, Option<(usize, f64)>);
+
+fn ranked(mut terms: Vec<(f64, String, String)>) -> Ranked {
     terms.sort_by(|a, b| b.0.total_cmp(&a.0));
     let rest: f64 = terms.iter().skip(SHOWN).map(|t| t.0).sum();
     let more = (terms.len() > SHOWN).then(|| (terms.len() - SHOWN, rest));
@@ -190,7 +193,7 @@ pub fn explain(plan: &Plan, req: &Request, report: &Report, name: &str) -> Optio
                     a.is_main_row(wi.node) || (req.mtp && matches!(wi.place, Place::Mtp))
                 })
                 .filter_map(|(w, wi)| {
-                    let share = plan.weight_share[w].mul(wi.place.stage_share(s, &plan.bounds));
+                    let share = plan.weight_share[w] * wi.place.stage_share(s, &plan.bounds);
                     (share.num > 0).then(|| {
                         let held = share.of(wi.bytes);
                         let what = if plan.weight_share[w].num == plan.weight_share[w].den {
@@ -238,7 +241,7 @@ pub fn explain(plan: &Plan, req: &Request, report: &Report, name: &str) -> Optio
                     let row = &a.caches[c.cache];
                     let whole = a.cache_row_bytes_at(row, &ctx).v;
                     let share = if per_gpu {
-                        plan.cache_share[c.cache].mul(c.place.stage_share(s, &plan.bounds))
+                        plan.cache_share[c.cache] * c.place.stage_share(s, &plan.bounds)
                     } else {
                         crate::shard::Share::ONE
                     };

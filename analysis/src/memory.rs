@@ -62,7 +62,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             if !self.resident(&wi.place, a.is_main_row(wi.node), r) {
                 continue;
             }
-            let share = self.weight_share[w].mul(wi.place.stage_share(s, &self.bounds));
+            let share = self.weight_share[w] * wi.place.stage_share(s, &self.bounds);
             if share.num == 0 {
                 continue;
             }
@@ -85,7 +85,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             .iter()
             .filter(|c| self.resident(&c.place, c.main, r))
             .map(|c| {
-                let share = self.cache_share[c.cache].mul(c.place.stage_share(s, &self.bounds));
+                let share = self.cache_share[c.cache] * c.place.stage_share(s, &self.bounds);
                 share.of(a.cache_row_bytes_at(&a.caches[c.cache], &c_q).v)
             })
             .sum()

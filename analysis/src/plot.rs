@@ -16,6 +16,18 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+/// One point of a series.
+#[derive(Clone, Copy)]
+struct Point {
+    x: f64,
+    estimate: f64,
+    bound: f64,
+    /// Past the published context limit.
+    extrapolated: bool,
+    /// The decode batch's caches fit the KV budget.
+    fits: bool,
+}
+
 /// Renders the sweep; `title` heads the chart.
 pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, String> {
     let (xkey, xs) = spec.axes.first().ok_or("empty sweep")?;
@@ -24,8 +36,7 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
         Some((_, vs)) => vs.iter().copied().map(Some).collect(),
         None => vec![None],
     };
-    // (x, estimate, bound, extrapolated, batch fits the KV budget) per series.
-    let mut series: Vec<Vec<(f64, f64, f64, bool, bool)>> = vec![Vec::new(); series_vals.len()];
+    let mut series: Vec<Vec<Point>> = vec![Vec::new(); series_vals.len()];
     let mut limit = None;
     for r in rows {
         let Ok(rep) = &r.report else { continue };
@@ -48,14 +59,20 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
             .memory
             .as_ref()
             .is_some_and(|m| rep.assumptions.decode_batch <= m.max_decode_requests);
-        series[i].push((x, e, b, rep.extrapolated, fits));
+        series[i].push(Point {
+            x,
+            estimate: e,
+            bound: b,
+            extrapolated: rep.extrapolated,
+            fits,
+        });
     }
     let xmin = *xs.iter().min().ok_or("no points")? as f64;
     let xmax = *xs.iter().max().ok_or("no points")? as f64;
     let ymax = series
         .iter()
         .flatten()
-        .map(|p| p.2.max(p.1))
+        .map(|p| p.bound.max(p.estimate))
         .fold(0.0f64, f64::max)
         .max(1.0)
         * 1.1;
@@ -111,7 +128,7 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
                     };
                     chart
                         .draw_series(LineSeries::new(
-                            pts.iter().map(|p| (p.0, p.1)),
+                            pts.iter().map(|p| (p.x, p.estimate)),
                             color.stroke_width(2),
                         ))
                         .map_err(|e| e.to_string())?
@@ -121,7 +138,7 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
                         });
                     chart
                         .draw_series(LineSeries::new(
-                            pts.iter().map(|p| (p.0, p.2)),
+                            pts.iter().map(|p| (p.x, p.bound)),
                             color.mix(0.5),
                         ))
                         .map_err(|e| e.to_string())?
@@ -130,21 +147,21 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
                             PathElement::new(vec![(x, y), (x + 16, y)], color.mix(0.5))
                         });
                     chart
-                        .draw_series(pts.iter().filter(|p| !p.3).map(|p| {
-                            let style = if p.4 {
+                        .draw_series(pts.iter().filter(|p| !p.extrapolated).map(|p| {
+                            let style = if p.fits {
                                 color.filled()
                             } else {
                                 color.stroke_width(1)
                             };
-                            Circle::new((p.0, p.1), 4, style)
+                            Circle::new((p.x, p.estimate), 4, style)
                         }))
                         .map_err(|e| e.to_string())?;
                 }
                 let extra: Vec<(f64, f64)> = series
                     .iter()
                     .flatten()
-                    .filter(|p| p.3)
-                    .map(|p| (p.0, p.1))
+                    .filter(|p| p.extrapolated)
+                    .map(|p| (p.x, p.estimate))
                     .collect();
                 if !extra.is_empty() {
                     chart
@@ -153,7 +170,7 @@ pub fn svg(spec: &SweepSpec, rows: &[SweepRow], title: &str) -> Result<String, S
                         .label("extrapolation: past the published context limit")
                         .legend(|(x, y)| Cross::new((x + 8, y), 5, RED.stroke_width(2)));
                 }
-                if series.iter().flatten().any(|p| !p.4 && !p.3) {
+                if series.iter().flatten().any(|p| !p.fits && !p.extrapolated) {
                     chart
                         .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
                         .map_err(|e| e.to_string())?

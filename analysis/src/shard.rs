@@ -60,9 +60,6 @@ impl Share {
             den: den / g,
         }
     }
-    pub fn mul(self, o: Share) -> Share {
-        Share::new(self.num * o.num, self.den * o.den)
-    }
     pub fn f(self) -> f64 {
         self.num as f64 / self.den as f64
     }
@@ -87,6 +84,13 @@ impl Share {
     /// Ways the tensor is split (1 / share), at least 1.
     pub fn ways(self) -> u32 {
         (self.den / self.num.max(1)).max(1) as u32
+    }
+}
+
+impl std::ops::Mul for Share {
+    type Output = Share;
+    fn mul(self, o: Share) -> Share {
+        Share::new(self.num * o.num, self.den * o.den)
     }
 }
 
@@ -665,7 +669,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             }
             let k = tp_kinds(w.part);
             let tp = min_share(&w.inner, k, d.tp, w.part, what)?;
-            weight_share.push(s.mul(tp));
+            weight_share.push(s * tp);
         }
         let mut out_share = Vec::with_capacity(model.rows.len());
         for (r, info) in model.rows.iter().enumerate() {

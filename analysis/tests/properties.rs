@@ -36,23 +36,49 @@ struct Case {
 
 fn cases() -> impl Strategy<Value = Case> {
     (
-        (0usize..7, 0usize..5, 0u32..=4, 0u32..=1, 0u32..=4, 0u32..=4, 0u32..=4),
-        (any::<bool>(), any::<bool>(), any::<bool>(), 1i128..600, 1i128..4096, 0i128..4096),
+        (
+            0usize..7,
+            0usize..5,
+            0u32..=4,
+            0u32..=1,
+            0u32..=4,
+            0u32..=4,
+            0u32..=4,
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            1i128..600,
+            1i128..4096,
+            0i128..4096,
+        ),
     )
-        .prop_map(|((model, gpu, g, pp, at, ep, mt), (mtp, a2a, inner, batch, input, output))| {
-            let gpus = 1u32 << g;
-            let pp = if pp == 1 && gpus >= 2 { 2 } else { 1 };
-            let stage = gpus / pp;
-            let at = (1u32 << at).min(stage);
-            let ep = (1u32 << ep).min(stage);
-            let mt = (1u32 << mt).min(stage / ep);
-            let layout = format!(
-                "attn=tp{at},moe=ep{ep}tp{mt},pp={pp},dispatch={},mesh={}",
-                if a2a { "a2a" } else { "allgather" },
-                if inner { "tp-inner" } else { "tp-outer" }
-            );
-            Case { model, gpu, layout, gpus, mtp, batch, input, output }
-        })
+        .prop_map(
+            |((model, gpu, g, pp, at, ep, mt), (mtp, a2a, inner, batch, input, output))| {
+                let gpus = 1u32 << g;
+                let pp = if pp == 1 && gpus >= 2 { 2 } else { 1 };
+                let stage = gpus / pp;
+                let at = (1u32 << at).min(stage);
+                let ep = (1u32 << ep).min(stage);
+                let mt = (1u32 << mt).min(stage / ep);
+                let layout = format!(
+                    "attn=tp{at},moe=ep{ep}tp{mt},pp={pp},dispatch={},mesh={}",
+                    if a2a { "a2a" } else { "allgather" },
+                    if inner { "tp-inner" } else { "tp-outer" }
+                );
+                Case {
+                    model,
+                    gpu,
+                    layout,
+                    gpus,
+                    mtp,
+                    batch,
+                    input,
+                    output,
+                }
+            },
+        )
 }
 
 fn request(c: &Case, layout: Layout) -> Request {
@@ -66,7 +92,10 @@ fn request(c: &Case, layout: Layout) -> Request {
 /// Runs `f` with the case's model and plan, or rejects a case whose layout the model cannot
 /// take (a degree that does not divide one of its dims).
 fn with_plan<T>(c: &Case, f: impl FnOnce(&Model<'static>, &Plan, Layout) -> T) -> Option<T> {
-    let layout = LayoutSpec::parse(&c.layout).ok()?.resolve(Some(c.gpus)).ok()?;
+    let layout = LayoutSpec::parse(&c.layout)
+        .ok()?
+        .resolve(Some(c.gpus))
+        .ok()?;
     MODELS.with(|ms| {
         let m = &ms[c.model];
         let plan = Plan::new(m, &layout).ok()?;
@@ -187,7 +216,10 @@ fn degrees_of_a_part_the_model_lacks_change_nothing() {
             analyze_plan(&plan, &req)
         };
         let (a, b) = (run("attn=tp4dp2,moe=tp4dp2"), run("attn=tp4dp2,moe=ep8"));
-        assert_eq!(a.memory.as_ref().unwrap().weights_bytes_per_gpu, b.memory.as_ref().unwrap().weights_bytes_per_gpu);
+        assert_eq!(
+            a.memory.as_ref().unwrap().weights_bytes_per_gpu,
+            b.memory.as_ref().unwrap().weights_bytes_per_gpu
+        );
         let (x, y) = (a.decode.cost.unwrap(), b.decode.cost.unwrap());
         assert_eq!(x.memory_bytes_per_gpu, y.memory_bytes_per_gpu);
         assert_eq!(x.comm_bytes_per_gpu, y.comm_bytes_per_gpu);

@@ -50,15 +50,26 @@ fn the_anchor_as_json_has_the_issue_fields() {
     for phase in ["prefill", "decode"] {
         let p = &v[phase];
         assert_eq!(p["status"], "ok");
-        let (b, e) = (p["bound_s"].as_f64().unwrap(), p["estimate_s"].as_f64().unwrap());
+        let (b, e) = (
+            p["bound_s"].as_f64().unwrap(),
+            p["estimate_s"].as_f64().unwrap(),
+        );
         assert!(0.0 < b && b <= e, "{phase}: {b} {e}");
         assert!(["compute", "memory", "communication"].contains(&p["bound_by"].as_str().unwrap()));
     }
     assert_eq!(v["labels"]["decode.estimate_s"], "estimate");
     assert_eq!(v["labels"]["decode.bound_s"], "bound");
     assert_eq!(v["hardware"]["hbm_bandwidth"]["value"], 7.7e12);
-    assert!(v["hardware"]["memory"]["source"].as_str().unwrap().contains("HGX B200"));
-    assert!(v["decode"].get("ops").is_none(), "per-op rows only with --ops");
+    assert!(
+        v["hardware"]["memory"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("HGX B200")
+    );
+    assert!(
+        v["decode"].get("ops").is_none(),
+        "per-op rows only with --ops"
+    );
 }
 
 #[test]
@@ -87,8 +98,14 @@ fn explain_shows_the_terms_of_a_deployment_figure() {
     args.extend(&ANCHOR[1..]);
     let (code, out, err) = run(&args);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("decode.estimate_s = Σ rows max(compute, memory, communication)"), "{out}");
-    assert!(out.contains("[estimate]") && out.contains("terms") && out.contains("all-to-all"), "{out}");
+    assert!(
+        out.starts_with("decode.estimate_s = Σ rows max(compute, memory, communication)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[estimate]") && out.contains("terms") && out.contains("all-to-all"),
+        "{out}"
+    );
     // Without a GPU, the figure cannot be computed; the message says what to add.
     let (code, _, err) = run(&["explain", "deepseek-ai/DeepSeek-V3", "decode.estimate_s"]);
     assert_eq!(code, 2);
@@ -97,7 +114,13 @@ fn explain_shows_the_terms_of_a_deployment_figure() {
 
 #[test]
 fn a_missing_hardware_figure_exits_three_and_names_it() {
-    let (code, out, _) = run(&["analyze", "openai/gpt-oss-20b", "--gpu", "H100 SXM", "--json"]);
+    let (code, out, _) = run(&[
+        "analyze",
+        "openai/gpt-oss-20b",
+        "--gpu",
+        "H100 SXM",
+        "--json",
+    ]);
     assert_eq!(code, 3);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["status"], "INSUFFICIENT_EVIDENCE");
@@ -107,13 +130,27 @@ fn a_missing_hardware_figure_exits_three_and_names_it() {
 
 #[test]
 fn bad_layouts_and_gpus_are_clear_usage_errors() {
-    let (code, _, err) = run(&["analyze", "deepseek-ai/DeepSeek-V3", "--gpu", "B200", "--gpus", "8", "--layout", "attn=tp3"]);
+    let analyze = |gpu: &str, gpus: &str, layout: &str| {
+        let args = [
+            "analyze",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            gpu,
+            "--gpus",
+            gpus,
+        ];
+        run(&[&args[..], &["--layout", layout]].concat())
+    };
+    let (code, _, err) = analyze("B200", "8", "attn=tp3");
     assert_eq!(code, 2);
     assert!(err.contains("attn") && err.contains("8"), "{err}");
-    let (code, _, err) = run(&["analyze", "deepseek-ai/DeepSeek-V3", "--gpu", "B200", "--gpus", "6", "--layout", "attn=tp6"]);
+    let (code, _, err) = analyze("B200", "6", "attn=tp6");
     assert_eq!(code, 2);
-    assert!(err.contains("degree 6 neither divides nor is a multiple of"), "{err}");
-    let (code, _, err) = run(&["analyze", "deepseek-ai/DeepSeek-V3", "--gpu", "TPU"]);
+    assert!(
+        err.contains("degree 6 neither divides nor is a multiple of"),
+        "{err}"
+    );
+    let (code, _, err) = analyze("TPU", "8", "attn=tp8");
     assert_eq!(code, 2);
     assert!(err.contains("B200") && err.contains("MI300X"), "{err}");
 }
@@ -122,41 +159,38 @@ fn bad_layouts_and_gpus_are_clear_usage_errors() {
 fn a_sweep_writes_csv_and_svg() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, svg) = (dir.path().join("ep.csv"), dir.path().join("ep.svg"));
-    let (code, out, err) = run(&[
-        "analyze",
-        "deepseek-ai/DeepSeek-V3",
-        "--gpu",
-        "B200",
-        "--layout",
-        "attn=dp8,moe=ep8",
-        "--sweep",
-        "context=4096,...,262144",
-        "--csv",
-        csv.to_str().unwrap(),
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
+    let sweep = |values: &str| {
+        run(&[
+            "analyze",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            "B200",
+            "--layout",
+            "attn=dp8,moe=ep8",
+            "--sweep",
+            values,
+            "--csv",
+            csv.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ])
+    };
+    let (code, out, err) = sweep("context=4096,...,262144");
     assert_eq!(code, 2, "`4096,...` needs two values: {out}{err}");
     assert!(err.contains("two values"), "{err}");
-    let (code, out, err) = run(&[
-        "analyze",
-        "deepseek-ai/DeepSeek-V3",
-        "--gpu",
-        "B200",
-        "--layout",
-        "attn=dp8,moe=ep8",
-        "--sweep",
-        "context=4096,8192,...,262144",
-        "--csv",
-        csv.to_str().unwrap(),
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
+    assert!(!csv.exists() && !svg.exists());
+    let (code, out, err) = sweep("context=4096,8192,...,262144");
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("* past the published context limit (163,840)"), "{out}");
+    assert!(
+        out.contains("* past the published context limit (163,840)"),
+        "{out}"
+    );
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 1 + 7);
-    assert!(csv.lines().last().unwrap().contains(",true,"), "262144 is an extrapolation: {csv}");
+    assert!(
+        csv.lines().last().unwrap().contains(",true,"),
+        "262144 is an extrapolation: {csv}"
+    );
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("extrapolation"));
 }

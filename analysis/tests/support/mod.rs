@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use harch_analysis::HardwareTable;
+use harch_analysis::{HardwareTable, LayoutSpec, Request};
 use harch_engine::analysis::Analysis;
 use harch_engine::ir::ModelIr;
 use harch_engine::{EvalOptions, Repo, evaluate};
@@ -60,12 +60,17 @@ pub fn config(id: &str) -> serde_json::Value {
 pub fn evaluated(id: &str) -> (ModelIr, Analysis, serde_json::Value) {
     let repo = Repo::from_files(yaml_under("specs"));
     let config = config(id);
-    let arch = config["architectures"][0].as_str().expect("architectures").to_string();
+    let arch = config["architectures"][0]
+        .as_str()
+        .expect("architectures")
+        .to_string();
     let model = repo
         .model_for_architecture(&arch)
         .unwrap_or_else(|| panic!("no library spec serves {arch}"))
         .to_string();
-    let ir = repo.load_model(&model).unwrap_or_else(|e| panic!("{id}: {e:?}"));
+    let ir = repo
+        .load_model(&model)
+        .unwrap_or_else(|e| panic!("{id}: {e:?}"));
     let a = evaluate(&ir, &config, EvalOptions { symbolic: true });
     assert!(a.ok(), "{id}: {:?}", a.errors);
     (ir, a, config)
@@ -80,3 +85,13 @@ pub const LIBRARY: [&str; 7] = [
     "openai/gpt-oss-20b",
     "Qwen/Qwen3-Next-80B-A3B",
 ];
+
+/// HuggingArch's anchor: 8 × B200, attention data parallel 8 + expert parallel 8, 1024 input
+/// and 1024 output tokens.
+pub fn anchor_request() -> Request {
+    let layout = LayoutSpec::parse("attn=dp8,moe=ep8")
+        .unwrap()
+        .resolve(Some(8))
+        .unwrap();
+    Request::new(hardware().find("B200").unwrap().clone(), layout, 1024, 1024)
+}

@@ -375,8 +375,8 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
     }
     println!();
     println!(
-        "{:<18} {:>12} {:>12}  {:<14} {}",
-        "time", "bound", "estimate", "bound by", "estimate: memory / comm / compute"
+        "{:<18} {:>12} {:>12}  {:<14} estimate: memory / comm / compute",
+        "time", "bound", "estimate", "bound by"
     );
     for (name, res) in [("prefill (TTFT)", &r.prefill), ("decode (TPOT)", &r.decode)] {
         match &res.cost {
