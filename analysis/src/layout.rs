@@ -43,8 +43,8 @@ pub struct Degrees {
 }
 
 impl Degrees {
-    pub fn product(&self) -> u32 {
-        self.tp * self.dp * self.ep
+    pub fn product(&self) -> u64 {
+        self.tp as u64 * self.dp as u64 * self.ep as u64
     }
 }
 
@@ -104,6 +104,11 @@ pub struct LayoutError {
     pub hint: Option<String>,
 }
 
+/// The largest degree and GPU count a layout may give (larger ones are typos, and would
+/// overflow the arithmetic of shares).
+pub const MAX_DEGREE: u32 = 1 << 16;
+pub const MAX_GPUS: u32 = 1 << 20;
+
 fn err<T>(message: String, hint: Option<&str>) -> Result<T, LayoutError> {
     Err(LayoutError {
         message,
@@ -161,10 +166,10 @@ fn parse_degrees(part: &str, text: &str) -> Result<GivenDegrees, LayoutError> {
             );
         }
         let n: u32 = match digits.parse() {
-            Ok(n) if n >= 1 => n,
+            Ok(n) if (1..=MAX_DEGREE).contains(&n) => n,
             _ => {
                 return err(
-                    format!("`{part}={text}`: degree `{digits}` must be 1 or more"),
+                    format!("`{part}={text}`: degree `{digits}` must be 1 to {MAX_DEGREE}"),
                     None,
                 );
             }
@@ -212,12 +217,12 @@ impl LayoutSpec {
                 "moe" | "experts" => set(&mut s.moe)?,
                 "vocab" | "embed" | "head" => set(&mut s.vocab)?,
                 "pp" => match v.parse::<u32>() {
-                    Ok(n) if n >= 1 => s.pp = Some(n),
-                    _ => return err(format!("`pp={v}`: a degree of 1 or more"), None),
+                    Ok(n) if (1..=MAX_DEGREE).contains(&n) => s.pp = Some(n),
+                    _ => return err(format!("`pp={v}`: a degree of 1 to {MAX_DEGREE}"), None),
                 },
                 "gpus" => match v.parse::<u32>() {
-                    Ok(n) if n >= 1 => s.gpus = Some(n),
-                    _ => return err(format!("`gpus={v}`: a count of 1 or more"), None),
+                    Ok(n) if (1..=MAX_GPUS).contains(&n) => s.gpus = Some(n),
+                    _ => return err(format!("`gpus={v}`: a count of 1 to {MAX_GPUS}"), None),
                 },
                 "dispatch" => {
                     s.dispatch = Some(match v {
@@ -259,9 +264,26 @@ impl LayoutSpec {
     /// part's missing degree (dp takes what tp × ep leave of the stage), and parts not given
     /// (ffn and vocab follow attn; moe follows attn with ep 1).
     pub fn resolve(&self, gpus: Option<u32>) -> Result<Layout, LayoutError> {
+        // A YAML layout is not range-checked by the parser: check every number here.
+        let degrees = [&self.attn, &self.ffn, &self.moe, &self.vocab]
+            .into_iter()
+            .flatten()
+            .flat_map(|g| [g.tp, g.dp, g.ep])
+            .chain([self.pp])
+            .flatten();
+        for d in degrees {
+            if !(1..=MAX_DEGREE).contains(&d) {
+                return err(format!("degree {d} is not 1 to {MAX_DEGREE}"), None);
+            }
+        }
+        for g in [gpus, self.gpus].into_iter().flatten() {
+            if !(1..=MAX_GPUS).contains(&g) {
+                return err(format!("{g} GPUs: give 1 to {MAX_GPUS}"), None);
+            }
+        }
         let pp = self.pp.unwrap_or(1);
         let explicit = |g: &Option<GivenDegrees>| {
-            g.and_then(|g| Some(g.tp.unwrap_or(1) * g.dp? * g.ep.unwrap_or(1)))
+            g.and_then(|g| Some(g.tp.unwrap_or(1) as u64 * g.dp? as u64 * g.ep.unwrap_or(1) as u64))
         };
         let gpus = match (gpus, self.gpus) {
             (Some(a), Some(b)) if a != b => {
@@ -272,11 +294,16 @@ impl LayoutSpec {
                 let widest = [&self.attn, &self.ffn, &self.moe, &self.vocab]
                     .iter()
                     .filter_map(|g| {
-                        explicit(g).or_else(|| g.map(|g| g.tp.unwrap_or(1) * g.ep.unwrap_or(1)))
+                        explicit(g).or_else(|| {
+                            g.map(|g| g.tp.unwrap_or(1) as u64 * g.ep.unwrap_or(1) as u64)
+                        })
                     })
                     .max()
                     .unwrap_or(1);
-                widest * pp
+                match u32::try_from(widest * pp as u64) {
+                    Ok(g) if g <= MAX_GPUS => g,
+                    _ => return err(format!("the layout covers more than {MAX_GPUS} GPUs"), None),
+                }
             }
         };
         if gpus == 0 || !gpus.is_multiple_of(pp) {
@@ -292,7 +319,7 @@ impl LayoutSpec {
             let dp = match g.dp {
                 Some(dp) => dp,
                 None => {
-                    if !stage.is_multiple_of(tp * ep) {
+                    if tp as u64 * ep as u64 > stage as u64 || !stage.is_multiple_of(tp * ep) {
                         return err(
                             format!(
                                 "{name}: tp {tp} × ep {ep} does not divide the {stage} GPUs of a stage"
@@ -304,7 +331,7 @@ impl LayoutSpec {
                 }
             };
             let d = Degrees { tp, dp, ep };
-            if d.product() != stage {
+            if d.product() != stage as u64 {
                 return err(
                     format!(
                         "{name}: {d} covers {} GPUs, but a stage has {stage} ({gpus} GPUs / pp {pp})",
@@ -376,8 +403,12 @@ impl Layout {
     /// The same layout with the expert degree set to `ep` and the GPU count scaled so that
     /// every other part keeps its TP degree (data parallelism takes the rest): the family a
     /// `--sweep ep=...` walks.
-    pub fn with_ep(&self, ep: u32) -> Result<Layout, LayoutError> {
-        let stage = ep * self.moe.tp * self.moe.dp;
+    pub fn with_ep(&self, ep: i128) -> Result<Layout, LayoutError> {
+        let gpus = ep * self.moe.tp as i128 * self.moe.dp as i128 * self.pp as i128;
+        if !(1..=MAX_GPUS as i128).contains(&gpus) || ep > MAX_DEGREE as i128 {
+            return err(format!("ep {ep} needs more than {MAX_GPUS} GPUs"), None);
+        }
+        let (ep, stage) = (ep as u32, (gpus / self.pp as i128) as u32);
         let spec = LayoutSpec {
             gpus: Some(stage * self.pp),
             pp: Some(self.pp),
@@ -500,6 +531,25 @@ mod tests {
                 .message
                 .contains("pp = 3")
         );
+    }
+
+    #[test]
+    fn absurd_numbers_are_errors_not_overflows() {
+        assert!(resolve("attn=tp4294967295", None).is_err());
+        assert!(resolve("attn=tp65536dp65536,moe=ep65536", None).is_err());
+        assert!(resolve("attn=tp8", Some(0)).is_err());
+        let yaml = "attn: { tp: 65536, dp: 65536 }\nmoe: { ep: 65536, tp: 65536 }\n";
+        assert!(LayoutSpec::from_yaml(yaml).unwrap().resolve(None).is_err());
+        let yaml = "attn: { tp: 0 }\n";
+        assert!(
+            LayoutSpec::from_yaml(yaml)
+                .unwrap()
+                .resolve(Some(8))
+                .is_err()
+        );
+        let l = resolve("attn=dp8,moe=ep8", Some(8)).unwrap();
+        assert!(l.with_ep(1 << 40).is_err());
+        assert_eq!(l.with_ep(16).unwrap().gpus, 16);
     }
 
     #[test]

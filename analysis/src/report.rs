@@ -14,6 +14,10 @@ use crate::memory::{MemoryPlan, Residency};
 use crate::shard::{Model, Plan};
 use crate::traffic::{Activations, Step};
 
+/// The most tokens per request and requests per replica a run may ask for.
+pub const MAX_TOKENS: i128 = 1 << 34;
+pub const MAX_REQUESTS: i128 = 1 << 30;
+
 /// What a run asks: a GPU, a layout, a workload and the assumptions to state.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -56,6 +60,34 @@ impl Request {
     }
     pub fn context(&self) -> i128 {
         self.context.unwrap_or(self.input + self.output)
+    }
+
+    /// Token and request counts within what the arithmetic is exact for.
+    pub fn check(&self) -> Result<(), LayoutError> {
+        let bad = |what: &str, v: i128, lo: i128, hi: i128| -> Result<(), LayoutError> {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(LayoutError {
+                    message: format!("{what} {v} is not {lo} to {hi}"),
+                    hint: None,
+                })
+            }
+        };
+        bad("input", self.input, 1, MAX_TOKENS)?;
+        bad("output", self.output, 0, MAX_TOKENS)?;
+        bad("context", self.context(), 1, MAX_TOKENS)?;
+        bad("prefill batch", self.prefill_batch, 1, MAX_REQUESTS)?;
+        if let Some(b) = self.decode_batch {
+            bad("decode batch", b, 1, MAX_REQUESTS)?;
+        }
+        if !(self.usable_fraction > 0.0 && self.usable_fraction <= 1.0) {
+            return Err(LayoutError {
+                message: format!("usable fraction {} is not in (0, 1]", self.usable_fraction),
+                hint: None,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -178,6 +210,7 @@ pub fn analyze<'m, 'a>(
     model: &'m Model<'a>,
     req: &Request,
 ) -> Result<(Plan<'m, 'a>, Report), LayoutError> {
+    req.check()?;
     let plan = Plan::new(model, &req.layout)?;
     let report = analyze_plan(&plan, req);
     Ok((plan, report))
@@ -207,7 +240,7 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         .or_else(|| {
             memory
                 .as_ref()
-                .map(|m| m.max_decode_requests.clamp(1, 1 << 40))
+                .map(|m| m.max_decode_requests.clamp(1, MAX_REQUESTS))
         })
         .unwrap_or(1);
     let prefill_step = Step::prefill(req.prefill_batch, req.input);

@@ -184,7 +184,7 @@ fn request_at(base: &Request, point: &[(Key, i128)]) -> Result<Request, LayoutEr
     let mut req = base.clone();
     for &(k, v) in point {
         match k {
-            Key::Ep => req.layout = base.layout.with_ep(v as u32)?,
+            Key::Ep => req.layout = base.layout.with_ep(v)?,
             Key::Batch => req.decode_batch = Some(v),
             Key::Context => req.context = Some(v),
             Key::Input => req.input = v,

@@ -68,6 +68,10 @@ impl DeploymentArgs {
                 table.names().join(", ")
             );
         };
+        let looks_like_file = self.layout.ends_with(".yaml") || self.layout.ends_with(".yml");
+        if looks_like_file && !Path::new(&self.layout).is_file() {
+            bail!("layout file {} does not exist", self.layout);
+        }
         let spec = if Path::new(&self.layout).is_file() {
             let text = std::fs::read_to_string(&self.layout)
                 .with_context(|| format!("reading layout {}", self.layout))?;
@@ -78,12 +82,6 @@ impl DeploymentArgs {
         let layout = spec
             .and_then(|s| s.resolve(self.gpus))
             .map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
-        if !(self.usable > 0.0 && self.usable <= 1.0) {
-            bail!("--usable {} must be in (0, 1]", self.usable);
-        }
-        if self.input == 0 || self.prefill_batch == 0 || self.batch == Some(0) {
-            bail!("--input, --batch and --prefill-batch must be at least 1");
-        }
         let compute = match self.compute_precision.as_str() {
             "weights" => ComputePrecision::Weights,
             p if harch_analysis::hardware::PRECISIONS.contains(&p) => {
@@ -105,6 +103,8 @@ impl DeploymentArgs {
             bytes: 2,
             precision: "bf16",
         };
+        req.check()
+            .map_err(|e| anyhow::anyhow!("{}", e.message.trim_start_matches("layout: ")))?;
         Ok(req)
     }
 }
