@@ -30,7 +30,9 @@
 mod command;
 mod env;
 mod error;
+mod freeze;
 mod fs_policy;
+mod leftovers;
 mod paths;
 mod rlimits;
 mod snapshot;

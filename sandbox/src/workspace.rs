@@ -108,6 +108,9 @@ impl Workspace {
                 .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
             run_as: spec.run_as,
         };
+        // Nothing may still run in a workspace being rebuilt: a supervisor that died (a killed
+        // worker) leaves its group recorded next to the logs.
+        crate::leftovers::kill_recorded(&ws.logs_dir());
         for dir in [ws.root(), ws.home(), ws.tmp(), ws.logs_dir()] {
             stage::create_dir(&dir)?;
         }
@@ -144,9 +147,8 @@ impl Workspace {
             if !ws.writable_dirs().iter().any(|w| dest.starts_with(w)) {
                 return Err(SandboxError::BadStagedPath(file.dest.clone()));
             }
-            if !dest.exists() {
-                stage::stage_file(&specs, file, WRITABLE_FILE)?;
-            }
+            // The writable area is the agent's: its contents are walked without following links.
+            stage::seed_file(&specs, file, WRITABLE_FILE)?;
         }
 
         if let Some((uid, gid)) = ws.run_as {
