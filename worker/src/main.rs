@@ -39,9 +39,10 @@ enum Command {
     Status(cmd::status::Args),
     /// Cancel a pending or running job.
     Cancel(cmd::cancel::Args),
-    /// Queue a failed or cancelled job again; it resumes after its last completed stage.
+    /// Queue a failed or cancelled job again; it resumes after its last completed stage, and its
+    /// agent stages get a fresh budget (agent.attempts runs, agent.max_cost_usd).
     Retry(cmd::retry::Args),
-    /// Print a job's event log.
+    /// Print a job's event log, or one agent run (`--attempt N`): prompt, transcript, findings.
     Logs(cmd::logs::Args),
     /// Re-validate the whole spec library and print a summary table.
     Revalidate(cmd::revalidate::Args),

@@ -172,7 +172,7 @@ fn assert_generated_valid(env: &Env, rec: &Value) {
     let examples = dir.join("work/generate/sandbox/workspace/specs/examples");
     assert!(examples.join("qwen3.yaml").is_file());
     assert!(!examples.join("llama.yaml").exists());
-    let prompt = std::fs::read_to_string(dir.join("generate/prompt-1.md")).unwrap();
+    let prompt = std::fs::read_to_string(dir.join("attempts/generate/1/prompt.md")).unwrap();
     assert!(
         !prompt.contains("model: llama\n"),
         "the hidden spec leaked into the prompt"
@@ -186,7 +186,7 @@ fn assert_fixed_in_one_attempt(rec: &Value) {
     let a = attempts(rec);
     assert_eq!(a.len(), 1, "{a:#?}");
     assert_eq!(a[0]["valid"], true);
-    assert_eq!(a[0]["spec_written"], true);
+    assert_eq!(a[0]["written"], true);
     assert!(a[0]["wall_ms"].as_u64().is_some());
     assert!(a[0]["prompt_bytes"].as_u64().unwrap() > 50_000);
 }
@@ -206,7 +206,7 @@ fn claude_writes_a_wrong_spec_reads_validate_and_fixes_it() {
     // The agent really ran validate and saw the wrong binding first.
     let transcript = std::fs::read_to_string(
         env.job_dir(&rec)
-            .join("generate/logs/generate-1.claude.jsonl"),
+            .join("attempts/generate/1/generate-1.claude.jsonl"),
     )
     .unwrap();
     assert!(transcript.contains(r#"\"valid\": false"#), "{transcript}");
@@ -265,7 +265,7 @@ fn a_claim_of_success_with_an_invalid_spec_is_not_accepted() {
     assert_eq!(a[0]["valid"], false);
     assert!(a[0]["errors"].as_u64().unwrap() > 0);
     // The retry prompt carries the worker's errors and says the claim was not accepted.
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
     assert!(
         p2.contains("(attempt 1) was rejected"),
         "{}",
@@ -289,13 +289,13 @@ fn an_agent_that_writes_nothing_is_retried_and_then_fails_the_job_cleanly() {
     let a = attempts(&rec);
     assert_eq!(
         (
-            a[0]["spec_written"].clone(),
+            a[0]["written"].clone(),
             a[0]["claimed_success"].clone()
         ),
         (json!(false), json!(true))
     );
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
-    assert!(p2.contains("No spec was written at `specs/models/llama.yaml`."));
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
+    assert!(p2.contains("Nothing was written at `specs/models/llama.yaml`."));
 
     // With a budget of one attempt the job fails permanently, saying why.
     let env = Env::new("claude", "noop").set("HARCH_AGENT_ATTEMPTS", "1");
@@ -307,7 +307,7 @@ fn an_agent_that_writes_nothing_is_retried_and_then_fails_the_job_cleanly() {
         err.contains("no valid spec at specs/models/llama.yaml after 1 agent attempts"),
         "{err}"
     );
-    assert!(err.contains("no spec written"), "{err}");
+    assert!(err.contains("nothing written"), "{err}");
     assert_eq!(stage(&rec, "verify")["state"], "pending");
 }
 
@@ -342,7 +342,7 @@ fn a_hang_then_a_working_retry_succeeds() {
     assert_generated_valid(&env, &rec);
     let a = attempts(&rec);
     assert_eq!(a[0]["failure"], "timeout");
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
     assert!(p2.contains("stopped at its time limit"));
 }
 
@@ -355,7 +355,7 @@ fn an_output_flood_is_capped_and_the_retry_succeeds() {
     assert_eq!(a[0]["failure"], "output_limit", "{a:#?}");
     let log = env
         .job_dir(&rec)
-        .join("generate/logs/generate-1.claude.jsonl");
+        .join("attempts/generate/1/generate-1.claude.jsonl");
     assert_eq!(std::fs::metadata(log).unwrap().len(), 1 << 20);
 }
 
@@ -369,7 +369,7 @@ fn writes_outside_the_workspace_are_blocked() {
     assert_generated_valid(&env, &rec);
     let dir = env.job_dir(&rec);
     let transcript =
-        std::fs::read_to_string(dir.join("generate/logs/generate-1.claude.jsonl")).unwrap();
+        std::fs::read_to_string(dir.join("attempts/generate/1/generate-1.claude.jsonl")).unwrap();
     assert!(!transcript.contains("wrote "), "{transcript}");
     assert_eq!(transcript.matches("blocked ").count(), 4, "{transcript}");
     assert!(!dir.join("work/generate/sandbox/escape.txt").exists());
@@ -496,7 +496,7 @@ async fn openai_compatible_server_scripts_the_tool_calls_to_a_valid_spec() {
     // The loop's own validate call saw the wrong binding, then the fixed one.
     let transcript = std::fs::read_to_string(
         env.job_dir(&rec)
-            .join("generate/logs/generate-1.openai.jsonl"),
+            .join("attempts/generate/1/generate-1.openai.jsonl"),
     )
     .unwrap();
     assert!(transcript.contains(r#"\"valid\": false"#), "{transcript}");

@@ -14,7 +14,7 @@ pub mod snapshot;
 pub mod status;
 pub mod validate;
 
-/// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
+/// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]
 pub struct JobArgs {
     /// Job id, as `enqueue` printed it.
