@@ -80,7 +80,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Show::Report => report,
         };
         let Some(path) = path.filter(|p| p.is_file()) else {
-            bail!("{stage} attempt {n} kept no {show:?} file in {}", dir.display());
+            bail!(
+                "{stage} attempt {n} kept no {show:?} file in {}",
+                dir.display()
+            );
         };
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -88,7 +91,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::io::stdout().write_all(&bytes)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", describe(&stage, &attempt, &dir, &files, pick(".jsonl")));
+    print!(
+        "{}",
+        describe(&stage, &attempt, &dir, &files, pick(".jsonl"))
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -145,7 +151,10 @@ fn describe(
     files: &[String],
     transcript: Option<PathBuf>,
 ) -> String {
-    let mut out = format!("{stage} run {} (round {}, label {})\n", a.n, a.round, a.label);
+    let mut out = format!(
+        "{stage} run {} (round {}, label {})\n",
+        a.n, a.round, a.label
+    );
     out += &format!("  {}\n", a.line());
     if let Some(m) = &a.failure_message {
         out += &format!("  ended: {m}\n");

@@ -477,7 +477,12 @@ mod tests {
         s.check().unwrap();
         assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
         s.agent.timeout_s = 0;
-        assert!(s.check().unwrap_err().to_string().contains("agent.timeout_s"));
+        assert!(
+            s.check()
+                .unwrap_err()
+                .to_string()
+                .contains("agent.timeout_s")
+        );
     }
 
     #[test]

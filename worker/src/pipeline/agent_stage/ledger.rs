@@ -190,7 +190,11 @@ impl Attempt {
             (Phase::Ran, ..) => "ran, not yet checked".to_string(),
             (_, Some(true), _) => "valid".to_string(),
             (_, Some(false), _) => {
-                format!("invalid ({} errors: {})", self.errors, self.error_codes.join(","))
+                format!(
+                    "invalid ({} errors: {})",
+                    self.errors,
+                    self.error_codes.join(",")
+                )
             }
             (_, None, Some(r)) => format!("refused: {r}"),
             (Phase::Interrupted, None, None) => "interrupted".to_string(),
@@ -252,8 +256,7 @@ impl Ledger {
 
     pub fn save(&self) -> anyhow::Result<()> {
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         let bytes = serde_json::to_vec_pretty(&self.attempts)?;
         crate::queue::store::write_atomic(&self.path, &bytes)
@@ -318,9 +321,13 @@ mod tests {
     fn notes_say_what_happened() {
         let mut a = Attempt::started("generate", 1, 0, "claude");
         a.phase = Phase::Checked;
-        a.rejected = Some("`specs/models/m.yaml` is a FIFO (named pipe), not a regular file".into());
+        a.rejected =
+            Some("`specs/models/m.yaml` is a FIFO (named pipe), not a regular file".into());
         let note = a.run_note("specs/models/m.yaml").unwrap();
-        assert!(note.contains("refused to read your files: `specs/models/m.yaml` is a FIFO"), "{note}");
+        assert!(
+            note.contains("refused to read your files: `specs/models/m.yaml` is a FIFO"),
+            "{note}"
+        );
         let mut b = Attempt::started("generate", 2, 0, "claude");
         b.interrupt(true, "the stage timed out");
         assert_eq!(

@@ -98,6 +98,9 @@ pub async fn run<T: AgentTask>(
     };
     let agent = &cx.settings.agent;
     let mut ledger = Ledger::load(&cx.job_dir, stage).map_err(transient)?;
+    // A run a dead worker left: counted, and its logs kept once the workspace is rebuilt (which
+    // kills whatever of it still runs).
+    let mut orphaned = None;
     if let Some(last) = ledger.last_mut()
         && last.phase == Phase::Running
     {
@@ -106,6 +109,7 @@ pub async fn run<T: AgentTask>(
             "the worker stopped during the run (killed, crashed, or past the stage timeout)",
         );
         let line = last.line();
+        orphaned = Some((last.label.clone(), last.dir.clone()));
         mirror.save(&ledger);
         mirror.log(&line);
     }
@@ -127,6 +131,10 @@ pub async fn run<T: AgentTask>(
         })
         .await
         .map_err(|e| StageError::permanent(format!("staging the workspace: {e:#}")))?;
+        if let Some((label, dir)) = orphaned.take() {
+            let kept = Kept::new(&cx.job_dir, &dir).map_err(transient)?;
+            keep_logs(&ws, &kept, &label, limits).await;
+        }
         let n = match unchecked.take() {
             Some(n) => n,
             None => {
@@ -163,7 +171,12 @@ pub async fn run<T: AgentTask>(
                     .map_err(transient)?;
                 ledger.attempts.push(a);
                 mirror.save(&ledger);
-                tracing::info!(attempt = n, agent = backend.name(), prompt_bytes = prompt.bytes, "{stage} attempt");
+                tracing::info!(
+                    attempt = n,
+                    agent = backend.name(),
+                    prompt_bytes = prompt.bytes,
+                    "{stage} attempt"
+                );
                 let label = format!("{stage}-{n}");
                 let request = AgentRequest {
                     prompt: &prompt.text,
@@ -177,6 +190,8 @@ pub async fn run<T: AgentTask>(
                     mirror: &mirror,
                     job_dir: &cx.job_dir,
                     n,
+                    logs: ws.logs_dir(),
+                    max_log_bytes: max_log_bytes(limits),
                     armed: true,
                 };
                 let outcome = tokio::select! {
@@ -329,10 +344,16 @@ fn out_of_budget<T: AgentTask>(ledger: &Ledger, task: &T, budget: u32) -> StageE
     ))
 }
 
+/// The most of one log file that is kept: the sandbox caps what it writes to this, less the
+/// slack.
+fn max_log_bytes(limits: &AgentLimits) -> u64 {
+    limits.max_output_bytes + (1 << 20)
+}
+
 /// Copies the run's logs into its attempt directory, off the async threads.
 async fn keep_logs(ws: &Workspace, kept: &Kept, label: &str, limits: &AgentLimits) {
     let (logs, dir, label) = (ws.logs_dir(), kept.dir.clone(), label.to_string());
-    let max = limits.max_output_bytes + (1 << 20);
+    let max = max_log_bytes(limits);
     let copied = tokio::task::spawn_blocking(move || Kept { dir }.logs(&logs, &label, max)).await;
     if let Ok((_, refused)) = copied
         && !refused.is_empty()
@@ -348,7 +369,10 @@ fn keep_check<T: AgentTask>(
     checked: &Checked,
 ) -> anyhow::Result<()> {
     kept.files(files)?;
-    kept.write(task.report_file(), &serde_json::to_vec_pretty(&checked.report)?)
+    kept.write(
+        task.report_file(),
+        &serde_json::to_vec_pretty(&checked.report)?,
+    )
 }
 
 /// Saves the ledger and mirrors it into the job record, so `status` shows every run as it
@@ -407,6 +431,8 @@ struct InterruptGuard<'a> {
     mirror: &'a Mirror,
     job_dir: &'a Path,
     n: u32,
+    logs: std::path::PathBuf,
+    max_log_bytes: u64,
     armed: bool,
 }
 
@@ -429,8 +455,14 @@ impl Drop for InterruptGuard<'_> {
             .iter_mut()
             .find(|a| a.n == self.n && a.phase == Phase::Running)
         {
-            a.interrupt(true, "the stage was stopped during the run (cancel or stage timeout)");
+            a.interrupt(
+                true,
+                "the stage was stopped during the run (cancel or stage timeout)",
+            );
             let line = a.line();
+            if let Ok(kept) = Kept::new(self.job_dir, &a.dir) {
+                kept.logs(&self.logs, &a.label, self.max_log_bytes);
+            }
             self.mirror.save(&ledger);
             self.mirror.log(&line);
         }

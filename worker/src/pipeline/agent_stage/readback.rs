@@ -121,7 +121,8 @@ mod tests {
 
     fn spec() -> ReadBack {
         let mut s = ReadBack::new("specs/models/m.yaml");
-        s.dirs.push(("specs/components/drafts".into(), vec!["yaml", "yml"]));
+        s.dirs
+            .push(("specs/components/drafts".into(), vec!["yaml", "yml"]));
         s.max_file_bytes = 64;
         s.max_total_bytes = 100;
         s
@@ -155,7 +156,8 @@ mod tests {
         let tmp = area();
         let r = tmp.path();
         std::fs::write(r.join("specs/models/m.yaml"), "model: m\n").unwrap();
-        std::os::unix::fs::symlink("/etc/shadow", r.join("specs/components/drafts/d.yaml")).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", r.join("specs/components/drafts/d.yaml"))
+            .unwrap();
         let err = read_back_blocking(r, &spec()).unwrap_err();
         assert_eq!(
             err,

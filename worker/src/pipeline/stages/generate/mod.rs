@@ -26,7 +26,9 @@ use harch_sandbox::Workspace;
 use serde_json::{Value, json};
 
 use crate::candidate::{self, Candidate};
-use crate::pipeline::agent_stage::{self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack};
+use crate::pipeline::agent_stage::{
+    self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack,
+};
 use crate::pipeline::stage::{Stage, StageContext, StageError, StageOutput};
 use crate::queue::config::AgentSettings;
 pub use staging::{AgentLibrary, EXAMPLES_DIR, agent_library, load_truth, spec_file_name};
@@ -178,12 +180,22 @@ impl AgentTask for Generate {
             model_key: self.staged.spec_path(),
             files: files.clone(),
         };
-        let r = candidate::validate(&self.staged.library, &candidate, &self.staged.truth, &self.guards);
+        let r = candidate::validate(
+            &self.staged.library,
+            &candidate,
+            &self.staged.truth,
+            &self.guards,
+        );
         let prior = PriorErrors::from_diagnostics(n, &r.errors);
         Ok(Checked {
             valid: r.valid,
             errors: r.errors.len(),
-            error_codes: r.errors.iter().take(8).map(|d| d.code.to_string()).collect(),
+            error_codes: r
+                .errors
+                .iter()
+                .take(8)
+                .map(|d| d.code.to_string())
+                .collect(),
             feedback: prior.lines,
             feedback_more: prior.more,
             report: serde_json::to_value(&r)?,
