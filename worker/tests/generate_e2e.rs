@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 mod agent_env;
 
-use agent_env::{Env, MODEL, attempts, project_root, stage};
+use agent_env::{Env, attempts, project_root, stage};
 
 /// The job succeeded through verify with the spec the agent fixed on its second validate, after
 /// a first attempt... and the accepted spec is the library's own text, which the agent never saw.

@@ -26,7 +26,8 @@ pub struct JobStore {
 /// Writes `bytes` to `path` so that readers see the old or the new content, never a torn file
 /// ([`harch_files::write_atomic`], with the path in the error).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    harch_files::write_atomic(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    harch_files::write_atomic(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// An exclusive `flock` held until dropped.

@@ -86,47 +86,46 @@ pub async fn run<T: AgentTask>(
     backend: &dyn AgentBackend,
     limits: &AgentLimits,
 ) -> Result<StageOutput, StageError> {
-    let stage = task.name();
     let store = JobStore::open(cx.settings.data_dir()).map_err(transient)?;
     let mirror = Mirror {
-        store: store.clone(),
+        store,
         job_id: cx.job.id.clone(),
-        stage,
+        stage: task.name(),
         backend: backend.name(),
         round: cx.job.retries,
         extra: task.summary(),
     };
-    let agent = &cx.settings.agent;
-    let mut ledger = Ledger::load(&cx.job_dir, stage).map_err(transient)?;
-    // A run a dead worker left: counted, and its logs kept once the workspace is rebuilt (which
-    // kills whatever of it still runs).
-    let mut orphaned = None;
-    if let Some(last) = ledger.last_mut()
-        && last.phase == Phase::Running
-    {
-        last.interrupt(
-            true,
-            "the worker stopped during the run (killed, crashed, or past the stage timeout)",
-        );
-        let line = last.line();
-        orphaned = Some((last.label.clone(), last.dir.clone()));
-        mirror.save(&ledger);
-        mirror.log(&line);
-    }
+    let ledger = Ledger::load(&cx.job_dir, task.name()).map_err(transient)?;
+    let mut l = Loop {
+        cx,
+        task,
+        backend,
+        limits,
+        mirror,
+        ledger,
+    };
+    let mut orphaned = l.adopt_orphan();
     // A run that returned but was never checked is checked now, not run again.
-    let mut unchecked = ledger
+    let mut unchecked = l
+        .ledger
         .attempts
         .last()
         .filter(|a| a.phase == Phase::Ran)
         .map(|a| a.n);
     let mut shutdown = cx.shutdown.clone();
-
     loop {
         if *shutdown.borrow() {
             return Err(stopping());
         }
+        let spent = unchecked.is_none().then(|| l.budget_spent()).flatten();
+        // A dead worker's run still gets its process group killed and its logs kept.
+        if let Some(e) = &spent
+            && orphaned.is_none()
+        {
+            return Err(e.clone());
+        }
         let ws = blocking({
-            let task = task.clone();
+            let task = l.task.clone();
             move || task.workspace()
         })
         .await
@@ -135,114 +134,184 @@ pub async fn run<T: AgentTask>(
             let kept = Kept::new(&cx.job_dir, &dir).map_err(transient)?;
             keep_logs(&ws, &kept, &label, limits).await;
         }
+        if let Some(e) = spent {
+            return Err(e);
+        }
         let n = match unchecked.take() {
             Some(n) => n,
-            None => {
-                let spent = ledger.counted(mirror.round);
-                if spent >= agent.attempts {
-                    return Err(out_of_budget(&ledger, &*task, agent.attempts));
-                }
-                let cost = ledger.cost(mirror.round);
-                if agent.max_cost_usd > 0.0 && cost >= agent.max_cost_usd {
-                    return Err(StageError::permanent(format!(
-                        "{}: agent cost budget spent, ${cost:.2} of agent.max_cost_usd ${:.2} after {spent} attempts",
-                        task.unmet(),
-                        agent.max_cost_usd
-                    )));
-                }
-                let previous = ledger
-                    .attempts
-                    .iter()
-                    .rev()
-                    .find(|a| matches!(a.phase, Phase::Checked | Phase::Interrupted))
-                    .cloned();
-                let prompt = blocking({
-                    let task = task.clone();
-                    move || task.prompt(previous.as_ref())
-                })
-                .await
-                .map_err(|e| StageError::permanent(format!("rendering the prompt: {e:#}")))?;
-                let n = ledger.next_n();
-                let mut a = Attempt::started(stage, n, mirror.round, backend.name());
-                a.prompt_bytes = prompt.bytes;
-                a.prompt_est_tokens = prompt.est_tokens;
-                let kept = Kept::new(&cx.job_dir, &a.dir).map_err(transient)?;
-                kept.write(kept::PROMPT, prompt.text.as_bytes())
-                    .map_err(transient)?;
-                ledger.attempts.push(a);
-                mirror.save(&ledger);
-                tracing::info!(
-                    attempt = n,
-                    agent = backend.name(),
-                    prompt_bytes = prompt.bytes,
-                    "{stage} attempt"
-                );
-                let label = format!("{stage}-{n}");
-                let request = AgentRequest {
-                    prompt: &prompt.text,
-                    workspace: &ws,
-                    limits,
-                    model: None,
-                    label: &label,
-                };
-                // Dropped mid-run (cancel, stage timeout): the guard records the interruption.
-                let guard = InterruptGuard {
-                    mirror: &mirror,
-                    job_dir: &cx.job_dir,
-                    n,
-                    logs: ws.logs_dir(),
-                    max_log_bytes: max_log_bytes(limits),
-                    armed: true,
-                };
-                let outcome = tokio::select! {
-                    r = backend.run(&request) => r,
-                    _ = stopped(&mut shutdown) => {
-                        guard.disarm();
-                        let a = ledger.last_mut().expect("pushed above");
-                        a.interrupt(false, "the worker was asked to stop (SIGTERM); not counted");
-                        let line = a.line();
-                        keep_logs(&ws, &Kept::new(&cx.job_dir, &a.dir).map_err(transient)?, &label, limits).await;
-                        mirror.save(&ledger);
-                        mirror.log(&line);
-                        return Err(stopping());
-                    }
-                };
-                guard.disarm();
-                let a = ledger.last_mut().expect("pushed above");
-                match outcome {
-                    Ok(o) => a.ran(&o),
-                    Err(e) => {
-                        a.phase = Phase::Checked;
-                        a.failure = Some("not_started".into());
-                        a.failure_message = Some(e.to_string());
-                        a.counted = false;
-                        let line = a.line();
-                        mirror.save(&ledger);
-                        mirror.log(&line);
-                        return Err(StageError::permanent(format!(
-                            "agent {} could not run: {e}",
-                            backend.name()
-                        )));
-                    }
-                }
-                mirror.save(&ledger);
-                n
+            None => l.start(&ws, &mut shutdown).await?,
+        };
+        if let Some(accepted) = l.check(&ws, n).await? {
+            return Ok(accepted);
+        }
+    }
+}
+
+/// One agent stage's loop, between runs.
+struct Loop<'a, T: AgentTask> {
+    cx: &'a StageContext,
+    task: Arc<T>,
+    backend: &'a dyn AgentBackend,
+    limits: &'a AgentLimits,
+    mirror: Mirror,
+    ledger: Ledger,
+}
+
+impl<T: AgentTask> Loop<'_, T> {
+    /// A run a dead worker left `running` is counted as interrupted; returns its label and
+    /// directory, to keep its logs once the workspace is rebuilt (which kills what still runs).
+    fn adopt_orphan(&mut self) -> Option<(String, String)> {
+        let last = self.ledger.last_mut()?;
+        if last.phase != Phase::Running {
+            return None;
+        }
+        last.interrupt(
+            true,
+            "the worker stopped during the run (killed, crashed, or past the stage timeout)",
+        );
+        let (line, orphan) = (last.line(), (last.label.clone(), last.dir.clone()));
+        self.mirror.save(&self.ledger);
+        self.mirror.log(&line);
+        Some(orphan)
+    }
+
+    /// Why no further run may start in this round, if so: `agent.attempts` or
+    /// `agent.max_cost_usd`.
+    fn budget_spent(&self) -> Option<StageError> {
+        let (agent, round, task) = (&self.cx.settings.agent, self.mirror.round, &self.task);
+        let spent = self.ledger.counted(round);
+        if spent >= agent.attempts {
+            let last = self
+                .ledger
+                .attempts
+                .iter()
+                .rev()
+                .find(|a| a.counted)
+                .map(Attempt::line)
+                .unwrap_or_default();
+            return Some(StageError::permanent(format!(
+                "{} after {} agent attempts (agent.attempts); last: {last}",
+                task.unmet(),
+                agent.attempts
+            )));
+        }
+        let cost = self.ledger.cost(round);
+        (agent.max_cost_usd > 0.0 && cost >= agent.max_cost_usd).then(|| {
+            StageError::permanent(format!(
+                "{}: agent cost budget spent, ${cost:.2} of agent.max_cost_usd ${:.2} after {spent} attempts",
+                task.unmet(),
+                agent.max_cost_usd
+            ))
+        })
+    }
+
+    /// Renders the prompt, records the run, runs the agent, records what it returned; returns
+    /// the run's number. A SIGTERM stops the run at once.
+    async fn start(
+        &mut self,
+        ws: &Workspace,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<u32, StageError> {
+        let (cx, stage) = (self.cx, self.task.name());
+        let previous = self
+            .ledger
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| matches!(a.phase, Phase::Checked | Phase::Interrupted))
+            .cloned();
+        let prompt = blocking({
+            let task = self.task.clone();
+            move || task.prompt(previous.as_ref())
+        })
+        .await
+        .map_err(|e| StageError::permanent(format!("rendering the prompt: {e:#}")))?;
+        let n = self.ledger.next_n();
+        let mut a = Attempt::started(stage, n, self.mirror.round, self.backend.name());
+        a.prompt_bytes = prompt.bytes;
+        a.prompt_est_tokens = prompt.est_tokens;
+        let kept = Kept::new(&cx.job_dir, &a.dir).map_err(transient)?;
+        kept.write(kept::PROMPT, prompt.text.as_bytes())
+            .map_err(transient)?;
+        let label = a.label.clone();
+        self.ledger.attempts.push(a);
+        self.mirror.save(&self.ledger);
+        tracing::info!(
+            attempt = n,
+            agent = self.backend.name(),
+            prompt_bytes = prompt.bytes,
+            "{stage} run"
+        );
+        let request = AgentRequest {
+            prompt: &prompt.text,
+            workspace: ws,
+            limits: self.limits,
+            model: None,
+            label: &label,
+        };
+        // Dropped mid-run (cancel, stage timeout): the guard records the interruption.
+        let guard = InterruptGuard {
+            mirror: &self.mirror,
+            job_dir: &cx.job_dir,
+            n,
+            logs: ws.logs_dir(),
+            max_log_bytes: max_log_bytes(self.limits),
+            armed: true,
+        };
+        // Whichever branch loses is dropped: a stopped run's process group is killed here.
+        let outcome = tokio::select! {
+            r = self.backend.run(&request) => Some(r),
+            _ = stopped(shutdown) => None,
+        };
+        guard.disarm();
+        let a = self.ledger.last_mut().expect("pushed above");
+        let Some(outcome) = outcome else {
+            a.interrupt(false, "the worker was asked to stop (SIGTERM); not counted");
+            let line = a.line();
+            keep_logs(ws, &kept, &label, self.limits).await;
+            self.mirror.save(&self.ledger);
+            self.mirror.log(&line);
+            return Err(stopping());
+        };
+        let result = match outcome {
+            Ok(o) => {
+                a.ran(&o);
+                Ok(n)
+            }
+            Err(e) => {
+                a.phase = Phase::Checked;
+                a.failure = Some("not_started".into());
+                a.failure_message = Some(e.to_string());
+                a.counted = false;
+                Err(StageError::permanent(format!(
+                    "agent {} could not run: {e}",
+                    self.backend.name()
+                )))
             }
         };
+        let line = a.line();
+        self.mirror.save(&self.ledger);
+        self.mirror.log(&line);
+        result
+    }
 
-        let a = ledger
+    /// Keeps run `n`'s logs, reads back what it left, checks it and records the verdict.
+    /// Returns the stage's output when the check accepted it; an error when the stage must end
+    /// (a refused credential is permanent, a provider hiccup transient); else None: re-prompt.
+    async fn check(&mut self, ws: &Workspace, n: u32) -> Result<Option<StageOutput>, StageError> {
+        let (cx, task) = (self.cx, self.task.clone());
+        let a = self
+            .ledger
             .attempts
             .iter_mut()
             .find(|a| a.n == n)
             .expect("the attempt is in the ledger");
         let kept = Kept::new(&cx.job_dir, &a.dir).map_err(transient)?;
-        keep_logs(&ws, &kept, &a.label.clone(), limits).await;
-        let (files, checked) = match readback::read_back(ws.root(), task.read_back()).await {
-            Err(refusal) => {
-                a.rejected = Some(refusal);
-                (None, None)
-            }
-            Ok(None) => (None, None),
+        keep_logs(ws, &kept, &a.label.clone(), self.limits).await;
+        let mut accepted = None;
+        match readback::read_back(ws.root(), task.read_back()).await {
+            Err(refusal) => a.rejected = Some(refusal),
+            Ok(None) => {}
             Ok(Some(files)) => {
                 a.written = true;
                 let checked = blocking({
@@ -251,61 +320,57 @@ pub async fn run<T: AgentTask>(
                 })
                 .await
                 .map_err(|e| StageError::permanent(format!("checking the result: {e:#}")))?;
-                keep_check(&kept, &*task, &files, &checked).map_err(transient)?;
+                kept.files(&files).map_err(transient)?;
+                kept.write(
+                    task.report_file(),
+                    &serde_json::to_vec_pretty(&checked.report).unwrap_or_default(),
+                )
+                .map_err(transient)?;
                 a.valid = Some(checked.valid);
                 a.errors = checked.errors;
                 a.error_codes = checked.error_codes.clone();
                 a.feedback = checked.feedback.clone();
                 a.feedback_more = checked.feedback_more;
-                (Some(files), Some(checked))
+                if checked.valid {
+                    accepted = Some((files, checked));
+                }
             }
-        };
+        }
         a.phase = Phase::Checked;
         a.counted = !a.provider_hiccup();
         let attempt = a.clone();
-        mirror.save(&ledger);
-        mirror.log(&attempt.line());
+        self.mirror.save(&self.ledger);
+        self.mirror.log(&attempt.line());
 
-        if let (Some(files), Some(checked)) = (&files, &checked)
-            && checked.valid
-        {
+        if let Some((files, checked)) = accepted {
             let out = cx.out_dir.clone();
-            blocking({
-                let (task, files, checked) = (task.clone(), files.clone(), checked.clone());
-                let attempts = serde_json::to_vec_pretty(&ledger.attempts).map_err(|e| anyhow!(e));
-                move || {
-                    task.keep(&files, &checked, &out)?;
-                    crate::queue::store::write_atomic(&out.join("attempts.json"), &attempts?)
-                }
+            let attempts = serde_json::to_vec_pretty(&self.ledger.attempts)
+                .map_err(|e| StageError::permanent(e.to_string()))?;
+            blocking(move || {
+                task.keep(&files, &checked, &out)?;
+                crate::queue::store::write_atomic(&out.join("attempts.json"), &attempts)
             })
             .await
             .map_err(transient)?;
-            return Ok(StageOutput {
+            return Ok(Some(StageOutput {
                 // Usage went into the job record run by run; adding it here would count it twice.
                 usage: Default::default(),
-                summary: mirror.summary(&ledger),
-            });
+                summary: self.mirror.summary(&self.ledger),
+            }));
         }
+        let backend = self.backend.name();
+        let message = attempt.failure_message.clone().unwrap_or_default();
         match attempt.failure.as_deref() {
-            Some("auth") => {
-                return Err(StageError::permanent(format!(
-                    "agent {} was refused by its provider: {}",
-                    backend.name(),
-                    attempt.failure_message.unwrap_or_default()
-                )));
-            }
-            Some(kind) if attempt.provider_hiccup() => {
-                return Err(StageError::transient(format!(
-                    "agent {}: {} ({kind})",
-                    backend.name(),
-                    attempt.failure_message.unwrap_or_default()
-                )));
-            }
-            _ => {}
+            Some("auth") => Err(StageError::permanent(format!(
+                "agent {backend} was refused by its provider: {message}"
+            ))),
+            Some(kind) if attempt.provider_hiccup() => Err(StageError::transient(format!(
+                "agent {backend}: {message} ({kind})"
+            ))),
+            _ => Ok(None),
         }
     }
 }
-
 /// Resolves when the worker is asked to stop (never, if the sender is gone).
 async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
     if rx.wait_for(|stop| *stop).await.is_err() {
@@ -330,20 +395,6 @@ fn stopping() -> StageError {
     StageError::transient("the worker is stopping; the job resumes on its next delivery")
 }
 
-fn out_of_budget<T: AgentTask>(ledger: &Ledger, task: &T, budget: u32) -> StageError {
-    let last = ledger
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.counted)
-        .map(Attempt::line)
-        .unwrap_or_default();
-    StageError::permanent(format!(
-        "{} after {budget} agent attempts (agent.attempts); last: {last}",
-        task.unmet()
-    ))
-}
-
 /// The most of one log file that is kept: the sandbox caps what it writes to this, less the
 /// slack.
 fn max_log_bytes(limits: &AgentLimits) -> u64 {
@@ -360,19 +411,6 @@ async fn keep_logs(ws: &Workspace, kept: &Kept, label: &str, limits: &AgentLimit
     {
         tracing::warn!(?refused, "some logs of the run were not kept");
     }
-}
-
-fn keep_check<T: AgentTask>(
-    kept: &Kept,
-    task: &T,
-    files: &AgentFiles,
-    checked: &Checked,
-) -> anyhow::Result<()> {
-    kept.files(files)?;
-    kept.write(
-        task.report_file(),
-        &serde_json::to_vec_pretty(&checked.report)?,
-    )
 }
 
 /// Saves the ledger and mirrors it into the job record, so `status` shows every run as it
