@@ -234,3 +234,18 @@ async fn modes_and_owners_are_frozen() {
         "a: 2\n"
     );
 }
+
+#[tokio::test]
+async fn an_added_writable_dir_is_writable_under_the_same_rules() {
+    if !landlock_available() {
+        return;
+    }
+    let f = workspace_with(|s| s.writable_dirs.push("review".into()));
+    let (_, out, err) = sh(
+        &f.ws,
+        "echo 'verdict: PASS' > review/review.yaml && echo wrote; ln -s /etc/passwd review/l 2>/dev/null || echo no-link",
+    )
+    .await;
+    assert_eq!(out, "wrote\nno-link\n", "{err}");
+    assert!(f.ws.root().join("review/review.yaml").is_file());
+}

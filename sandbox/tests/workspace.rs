@@ -165,3 +165,26 @@ fn seeding_never_follows_links_the_agent_planted() {
         "seed"
     );
 }
+
+/// A stage that needs the agent to write elsewhere (review: `review/review.yaml`) names the
+/// directory; it gets the same rules as the spec areas and may not overlap the staged parts.
+#[test]
+fn stages_may_add_writable_dirs_outside_the_staged_parts() {
+    let f = common::workspace();
+    let spec = |dir: &str| StageSpec {
+        writable_dirs: vec![dir.into()],
+        ..StageSpec::default()
+    };
+    let ws = Workspace::create(f.ws.job_dir(), &spec("review")).unwrap();
+    let review = ws.root().join("review");
+    assert!(review.is_dir());
+    assert!(ws.writable_dirs().contains(&review));
+    assert_eq!(
+        ws.resolve_write("review/review.yaml").unwrap(),
+        review.join("review.yaml")
+    );
+    for bad in ["truth/x", "specs/arch", "../x", "/tmp/x"] {
+        let err = Workspace::create(f.ws.job_dir(), &spec(bad)).unwrap_err();
+        assert!(err.to_string().contains("must be relative"), "{bad}: {err}");
+    }
+}
