@@ -1,13 +1,15 @@
 //! Local servers that speak the model providers' streaming APIs, so the real agent CLIs can run
-//! against a scripted model: the Anthropic Messages API for Claude Code and the OpenAI Responses
-//! API for Codex. Both play the same [`Script`]: each turn is computed from the conversation the
-//! CLI sends (how many answers it already got, what its last tool returned), like a deterministic
-//! model, and each answer is the protocol's real event stream with tool calls for the CLI's own
-//! tools (Write/Edit/Bash for Claude Code; apply_patch/exec_command for Codex).
+//! against a scripted model: the Anthropic Messages API for Claude Code, the OpenAI Responses
+//! API for Codex and streaming chat completions (Moonshot's OpenAI-compatible API) for Kimi CLI.
+//! All play the same [`Script`]: each turn is computed from the conversation the CLI sends (how
+//! many answers it already got, what its last tool returned), like a deterministic model, and
+//! each answer is the protocol's real event stream with tool calls for the CLI's own tools
+//! (Write/Edit/Bash for Claude Code; apply_patch/exec_command for Codex;
+//! WriteFile/StrReplaceFile/Shell for Kimi).
 //!
 //! Every request body is kept for assertions (what reached the model: prompt, tool results,
-//! leaked host context). Shapes as Claude Code 2.1.332 and codex-cli 0.171.0 send and accept them
-//! (docs/agents.md).
+//! leaked host context). Shapes as Claude Code 2.1.332, codex-cli 0.171.0 and kimi-cli 1.51.0
+//! send and accept them (docs/agents.md).
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
@@ -117,6 +119,25 @@ impl Provider {
             .and(path("/v1/responses"))
             .and(header("authorization", format!("Bearer {api_key}").as_str()))
             .respond_with(Responses {
+                script,
+                requests: requests.clone(),
+            })
+            .mount(&server)
+            .await;
+        Provider { server, requests }
+    }
+}
+
+impl Provider {
+    /// Streaming chat completions (`POST /v1/chat/completions`, `stream: true`, usage in the
+    /// last chunk) for requests carrying `Authorization: Bearer api_key`.
+    pub async fn openai_chat(api_key: &str, script: Script) -> Provider {
+        let server = MockServer::start().await;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .and(header("authorization", format!("Bearer {api_key}").as_str()))
+            .respond_with(Chat {
                 script,
                 requests: requests.clone(),
             })
@@ -326,5 +347,88 @@ impl Respond for Responses {
                 "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}}}),
             ),
         ])
+    }
+}
+
+struct Chat {
+    script: Script,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Respond for Chat {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let Ok(body) = req.body_json::<Value>() else {
+            return ResponseTemplate::new(400).set_body_string("body is not JSON");
+        };
+        self.requests.lock().unwrap().push(body.clone());
+        if body["stream"] != true {
+            return ResponseTemplate::new(400).set_body_string("this server only streams");
+        }
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let n = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let last_output = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "tool")
+            .map(|m| text_of(&m["content"]))
+            .unwrap_or_default();
+        let step = (self.script)(&Turn {
+            n,
+            last_output,
+            body: &body,
+        });
+        let call = |name: &str, args: Value| Some((name.to_string(), args.to_string()));
+        let (tool, text) = match step {
+            Step::Write { path, content } => (
+                call("WriteFile", json!({"path": path, "content": content})),
+                None,
+            ),
+            Step::Edit { path, old, new } => (
+                call(
+                    "StrReplaceFile",
+                    json!({"path": path, "edit": {"old": old, "new": new}}),
+                ),
+                None,
+            ),
+            Step::Shell(command) => (call("Shell", json!({"command": command})), None),
+            Step::Say(text) => (None, Some(text)),
+        };
+        let model = body["model"].clone();
+        let chunk = |delta: Value, finish: Value| {
+            let mut c = json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk",
+                "created": 1, "model": model, "choices": [{"index": 0, "delta": delta,
+                "finish_reason": finish}]});
+            if !finish.is_null() {
+                c["usage"] = json!({"prompt_tokens": INPUT_TOKENS,
+                    "completion_tokens": OUTPUT_TOKENS,
+                    "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS});
+            }
+            format!("data: {c}\n\n")
+        };
+        let mut stream = String::new();
+        match (tool, text) {
+            (Some((name, args)), _) => {
+                stream.push_str(&chunk(
+                    json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                    "id": format!("call_{n}"), "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                stream.push_str(&chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": args}}]}),
+                    Value::Null,
+                ));
+                stream.push_str(&chunk(json!({}), json!("tool_calls")));
+            }
+            (None, text) => {
+                stream.push_str(&chunk(
+                    json!({"role": "assistant", "content": text.unwrap_or_default()}),
+                    Value::Null,
+                ));
+                stream.push_str(&chunk(json!({}), json!("stop")));
+            }
+        }
+        stream.push_str("data: [DONE]\n\n");
+        ResponseTemplate::new(200).set_body_raw(stream.into_bytes(), "text/event-stream")
     }
 }
