@@ -101,9 +101,14 @@ fn classify(msg: &str) -> FailureKind {
     let lower = msg.to_ascii_lowercase();
     match cli::classify_message(msg) {
         FailureKind::AgentError
-            if ["stream disconnected", "connection reset", "timed out", "error sending request"]
-                .iter()
-                .any(|k| lower.contains(k)) =>
+            if [
+                "stream disconnected",
+                "connection reset",
+                "timed out",
+                "error sending request",
+            ]
+            .iter()
+            .any(|k| lower.contains(k)) =>
         {
             FailureKind::Transient
         }
@@ -190,7 +195,8 @@ mod tests {
     fn reconnect_notices_are_not_failures_and_a_dropped_stream_is_transient() {
         // As codex-cli 0.171.0 prints them while it falls back from the WebSocket to HTTPS.
         let notice = json!({"type": "error", "message": "Reconnecting... 2/5 (unexpected status 404 Not Found: Unknown error, url: ws://127.0.0.1:1/v1/responses)"});
-        let turn = json!({"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}});
+        let turn =
+            json!({"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}});
         let p = parse(&[notice.clone(), turn], Some(0));
         assert!(p.failure.is_none(), "{:?}", p.failure);
         assert!(p.claimed_success);

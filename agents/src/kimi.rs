@@ -43,8 +43,11 @@ impl AgentBackend for KimiBackend {
     }
 
     async fn run(&self, req: &AgentRequest<'_>) -> Result<AgentOutcome, AgentError> {
-        let mut args: Vec<std::ffi::OsString> =
-            vec!["--print".into(), "--output-format".into(), "stream-json".into()];
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--print".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+        ];
         if let Some(m) = req.model {
             args.extend(["--model".into(), m.into()]);
         }

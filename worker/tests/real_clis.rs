@@ -29,8 +29,7 @@ const WRONG_LINE: &str = "  n_kv_heads: config.num_attention_heads";
 const HOST_MARKER: &str = "HOST-CLAUDE-MD-MUST-NOT-LEAK";
 /// Claude Code's list price for this model: $3 / $15 per million input / output tokens.
 const CLAUDE_MODEL: &str = "claude-sonnet-4-5";
-const CLAUDE_USD_PER_ANSWER: f64 =
-    (INPUT_TOKENS as f64 * 3.0 + OUTPUT_TOKENS as f64 * 15.0) / 1e6;
+const CLAUDE_USD_PER_ANSWER: f64 = (INPUT_TOKENS as f64 * 3.0 + OUTPUT_TOKENS as f64 * 15.0) / 1e6;
 
 fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -258,6 +257,18 @@ fn assert_valid_in_one_attempt(env: &Env, rec: &Value) -> Value {
     a[0].clone()
 }
 
+/// What docs/agents.md quotes: the run's wall time and what reached the server.
+async fn report(cli: &str, attempt: &Value, provider: &Provider) {
+    let bodies = provider.bodies();
+    eprintln!(
+        "{cli}: attempt wall {} ms; requests {:?}; model {}; first request {} bytes",
+        attempt["wall_ms"],
+        provider.all_requests().await,
+        bodies.first().map_or(Value::Null, |b| b["model"].clone()),
+        bodies.first().map_or(0, |b| b.to_string().len())
+    );
+}
+
 /// The tool results the CLI handed back carried validate's complaint, then its approval.
 fn assert_validate_round_trip(bodies: &[Value]) {
     assert_eq!(bodies.len(), 5, "one request per scripted turn");
@@ -292,6 +303,7 @@ async fn claude_code_writes_validates_reads_the_errors_fixes_and_finishes() {
     .await;
     let a = assert_valid_in_one_attempt(&env, &rec);
     let bodies = provider.bodies();
+    report("claude", &a, &provider).await;
     assert_validate_round_trip(&bodies);
     assert_eq!(a["backend"], "claude");
     assert_eq!(a["claimed_success"], true);
@@ -366,6 +378,7 @@ async fn codex_writes_validates_reads_the_errors_fixes_and_finishes() {
     let (env, rec) = job(env).await;
     let a = assert_valid_in_one_attempt(&env, &rec);
     let bodies = provider.bodies();
+    report("codex", &a, &provider).await;
     assert_validate_round_trip(&bodies);
     assert_eq!(a["backend"], "codex");
     assert_eq!(a["claimed_success"], true);
@@ -374,7 +387,10 @@ async fn codex_writes_validates_reads_the_errors_fixes_and_finishes() {
     // One turn.completed covering the five responses.
     assert_eq!(a["input_tokens"], 5 * INPUT_TOKENS);
     assert_eq!(a["output_tokens"], 5 * OUTPUT_TOKENS);
-    assert_eq!(stage(&rec, "generate")["usage"]["input_tokens"], 5 * INPUT_TOKENS);
+    assert_eq!(
+        stage(&rec, "generate")["usage"]["input_tokens"],
+        5 * INPUT_TOKENS
+    );
     assert_eq!(a["cached_input_tokens"], 5 * CACHED_TOKENS);
     assert_eq!(a["cost_usd"], Value::Null, "Codex reports no cost");
     // The WebSocket was tried once, refused, and HTTPS used for every response.
@@ -404,12 +420,17 @@ async fn kimi_cli_writes_validates_reads_the_errors_fixes_and_finishes() {
     let (env, rec) = job(env).await;
     let a = assert_valid_in_one_attempt(&env, &rec);
     let bodies = provider.bodies();
+    report("kimi", &a, &provider).await;
     assert_validate_round_trip(&bodies);
     assert_eq!(a["backend"], "kimi");
     assert_eq!(a["claimed_success"], true);
     // Four tool-call messages and the final answer.
     assert_eq!(a["turns"], 5);
-    assert_eq!(a["input_tokens"], Value::Null, "Kimi's print mode reports no usage");
+    assert_eq!(
+        a["input_tokens"],
+        Value::Null,
+        "Kimi's print mode reports no usage"
+    );
     for b in &bodies {
         assert_eq!(b["model"], "kimi-k2-scripted");
     }

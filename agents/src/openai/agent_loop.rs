@@ -120,12 +120,14 @@ async fn steps(
             .notify(|e, wait| waits.push((e.failure.clone(), wait.as_millis())))
             .await;
         for (failure, wait_ms) in &waits {
-            transcript.record(&json!({"step": step, "retry_after_error": failure, "wait_ms": wait_ms}))?;
+            transcript
+                .record(&json!({"step": step, "retry_after_error": failure, "wait_ms": wait_ms}))?;
         }
         let response = match sent {
             Ok(r) => r,
             Err(e) => {
-                transcript.record(&json!({"step": step, "error": e.failure, "retries": waits.len()}))?;
+                transcript
+                    .record(&json!({"step": step, "error": e.failure, "retries": waits.len()}))?;
                 st.failure = Some(e.failure);
                 return Ok(());
             }

@@ -117,7 +117,10 @@ impl Provider {
             .await;
         Mock::given(method("POST"))
             .and(path("/v1/responses"))
-            .and(header("authorization", format!("Bearer {api_key}").as_str()))
+            .and(header(
+                "authorization",
+                format!("Bearer {api_key}").as_str(),
+            ))
             .respond_with(Responses {
                 script,
                 requests: requests.clone(),
@@ -136,7 +139,10 @@ impl Provider {
         let requests = Arc::new(Mutex::new(Vec::new()));
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
-            .and(header("authorization", format!("Bearer {api_key}").as_str()))
+            .and(header(
+                "authorization",
+                format!("Bearer {api_key}").as_str(),
+            ))
             .respond_with(Chat {
                 script,
                 requests: requests.clone(),
@@ -196,7 +202,12 @@ impl Respond for Anthropic {
             last_output,
             body: &body,
         });
-        let tool = |name: &str, input: Value| (json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}), input.to_string());
+        let tool = |name: &str, input: Value| {
+            (
+                json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
+                input.to_string(),
+            )
+        };
         let (block, payload, stop) = match step {
             Step::Write { path, content } => {
                 let (b, p) = tool("Write", json!({"file_path": path, "content": content}));
