@@ -31,16 +31,21 @@ pub const CLAUDE_ENV: &[&str] = &[
 /// no sub-agents. Claude Code 2.1 has no `LS` or `MultiEdit` tool any more.
 pub const TOOLS: &[&str] = &["Read", "Write", "Edit", "Glob", "Grep", "Bash"];
 
-/// What runs without asking (`--allowedTools`): the file tools and the validate command. Claude
-/// Code also auto-approves shell commands it classifies as read-only (`ls`, `cat`, `grep`,
-/// `find` …) whatever this list says; any other command is denied in print mode. Our Landlock
-/// policy, not this list, is the boundary.
+/// What runs without asking (`--allowedTools`): reading and searching inside the working
+/// directory (the workspace root), writing and editing only where the sandbox lets it write, and
+/// the validate command. A path outside these is refused by Claude Code itself (a permission
+/// denial the model reads), before our Landlock policy would refuse it. Claude Code also
+/// auto-approves shell commands it classifies as read-only (`ls`, `cat`, `grep`, `find`, `head`,
+/// `wc`, `pwd`, `echo` …) on paths inside the working directory, whatever this list says;
+/// every other command is denied in print mode.
 pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
-    "Read",
-    "Write",
-    "Edit",
-    "Glob",
-    "Grep",
+    "Read(./**)",
+    "Glob(./**)",
+    "Grep(./**)",
+    "Write(./specs/models/**)",
+    "Write(./specs/components/drafts/**)",
+    "Edit(./specs/models/**)",
+    "Edit(./specs/components/drafts/**)",
     "Bash(validate:*)",
     "Bash(validate)",
 ];

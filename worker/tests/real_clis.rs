@@ -342,6 +342,48 @@ async fn claude_code_writes_validates_reads_the_errors_fixes_and_finishes() {
     }
 }
 
+/// Outside its workspace Claude Code reads nothing and writes nothing, whatever the model asks:
+/// its own permission rules refuse the file tools, the shell outside `validate` and its
+/// read-only commands, and Landlock stands behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_reads_and_writes_only_inside_its_workspace() {
+    let Some(claude) = cli("claude") else { return };
+    const SECRET: &str = "HOST-FILE-THE-AGENT-MUST-NOT-READ";
+    let host = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = host.path().join("notes.txt");
+    std::fs::write(&secret, SECRET).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let escape = host.path().join("escape.txt");
+    let (s, e) = (secret.display().to_string(), escape.display().to_string());
+    let script: Script = Arc::new(move |t| match t.n {
+        0 => Step::Read(s.clone()),
+        1 => Step::Shell(format!("cat {s}")),
+        2 => Step::Shell(format!("grep -r HOST {}", Path::new(&s).parent().unwrap().display())),
+        3 => Step::Write {
+            path: e.clone(),
+            content: "escaped".into(),
+        },
+        4 => Step::Shell(format!("validate; echo escaped > {e}")),
+        _ => Step::Say("done".into()),
+    });
+    let provider = Provider::anthropic("sk-ant-test", script).await;
+    let env = Env::new("claude", &claude)
+        .set("ANTHROPIC_BASE_URL", &provider.uri())
+        .set("ANTHROPIC_API_KEY", "sk-ant-test")
+        .set("ANTHROPIC_MODEL", CLAUDE_MODEL)
+        .set("HARCH_AGENT_ATTEMPTS", "1");
+    let (_env, rec) = job(env).await;
+    assert_eq!(attempts(&rec)[0]["spec_written"], false);
+    let bodies = provider.bodies();
+    assert_eq!(bodies.len(), 6, "every refused call was answered");
+    for (i, b) in bodies.iter().enumerate() {
+        assert!(!b.to_string().contains(SECRET), "the host file reached request {i}");
+    }
+    assert!(!escape.exists(), "the agent wrote outside its workspace");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_stops_at_the_cost_cap_inside_the_run() {
     let Some(claude) = cli("claude") else { return };

@@ -29,6 +29,8 @@ pub enum Step {
         old: String,
         new: String,
     },
+    /// Read a file with the CLI's read tool (Codex has none: it runs `cat`).
+    Read(String),
     /// Run a command with the CLI's shell tool.
     Shell(String),
     /// Answer in text and stop.
@@ -220,6 +222,10 @@ impl Respond for Anthropic {
                 );
                 (b, p, "tool_use")
             }
+            Step::Read(path) => {
+                let (b, p) = tool("Read", json!({"file_path": path}));
+                (b, p, "tool_use")
+            }
             Step::Shell(command) => {
                 let (b, p) = tool(
                     "Bash",
@@ -329,6 +335,10 @@ impl Respond for Responses {
                 json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": call_id,
                 "name": "exec_command", "arguments": json!({"cmd": cmd}).to_string()})
             }
+            Step::Read(path) => {
+                json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": call_id,
+                "name": "exec_command", "arguments": json!({"cmd": format!("cat {path}")}).to_string()})
+            }
             Step::Say(text) => {
                 json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant",
                 "content": [{"type": "output_text", "text": text}]})
@@ -402,6 +412,7 @@ impl Respond for Chat {
                 None,
             ),
             Step::Shell(command) => (call("Shell", json!({"command": command})), None),
+            Step::Read(path) => (call("ReadFile", json!({"path": path})), None),
             Step::Say(text) => (None, Some(text)),
         };
         let model = body["model"].clone();
