@@ -261,8 +261,9 @@ fn assert_valid_in_one_attempt(env: &Env, rec: &Value) -> Value {
 async fn report(cli: &str, attempt: &Value, provider: &Provider) {
     let bodies = provider.bodies();
     eprintln!(
-        "{cli}: attempt wall {} ms; requests {:?}; model {}; first request {} bytes",
+        "{cli}: attempt wall {} ms; prompt {} bytes; requests {:?}; model {}; first request {} bytes",
         attempt["wall_ms"],
+        attempt["prompt_bytes"],
         provider.all_requests().await,
         bodies.first().map_or(Value::Null, |b| b["model"].clone()),
         bodies.first().map_or(0, |b| b.to_string().len())
@@ -360,7 +361,10 @@ async fn claude_code_reads_and_writes_only_inside_its_workspace() {
     let script: Script = Arc::new(move |t| match t.n {
         0 => Step::Read(s.clone()),
         1 => Step::Shell(format!("cat {s}")),
-        2 => Step::Shell(format!("grep -r HOST {}", Path::new(&s).parent().unwrap().display())),
+        2 => Step::Shell(format!(
+            "grep -r HOST {}",
+            Path::new(&s).parent().unwrap().display()
+        )),
         3 => Step::Write {
             path: e.clone(),
             content: "escaped".into(),
@@ -379,7 +383,10 @@ async fn claude_code_reads_and_writes_only_inside_its_workspace() {
     let bodies = provider.bodies();
     assert_eq!(bodies.len(), 6, "every refused call was answered");
     for (i, b) in bodies.iter().enumerate() {
-        assert!(!b.to_string().contains(SECRET), "the host file reached request {i}");
+        assert!(
+            !b.to_string().contains(SECRET),
+            "the host file reached request {i}"
+        );
     }
     assert!(!escape.exists(), "the agent wrote outside its workspace");
 }
