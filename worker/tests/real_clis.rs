@@ -176,13 +176,8 @@ impl Env {
         out
     }
 
-    /// Enqueues the model (fresh: its library spec hidden), runs the worker once, and returns
-    /// the job record.
-    fn job(&self) -> Value {
-        self.job_with(|_| {})
-    }
-
-    /// As `job`, with `prepare` called on the job's dir between enqueue and run.
+    /// Enqueues the model (fresh: its library spec hidden), calls `prepare` on the job's dir,
+    /// runs the worker once, and returns the job record.
     fn job_with(&self, prepare: impl FnOnce(&Path)) -> Value {
         let out = self.run(&[
             "enqueue",

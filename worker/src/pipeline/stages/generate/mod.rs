@@ -160,7 +160,7 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
         write_atomic(&cx.out(&format!("prompt-{n}.md")), prompt.text.as_bytes()).map_err(io)?;
         let label = format!("generate-{n}");
         // The run itself stops at what is left of the stage's budget, not only the next check.
-        limits.max_cost_usd = (agent.max_cost_usd > 0.0).then(|| agent.max_cost_usd - spent_usd);
+        limits.max_cost_usd = (agent.max_cost_usd > 0.0).then_some(agent.max_cost_usd - spent_usd);
         tracing::info!(attempt = n, agent = backend.name(), prompt = %prompt.size, "generate attempt");
         let outcome = backend
             .run(&AgentRequest {
