@@ -234,6 +234,12 @@ impl<T: AgentTask> Loop<'_, T> {
         kept.write(kept::PROMPT, prompt.text.as_bytes())
             .map_err(transient)?;
         let label = a.label.clone();
+        // The run itself stops at what is left of the round's cost budget, not only the check
+        // before the next run.
+        let agent = &cx.settings.agent;
+        let mut limits = self.limits.clone();
+        limits.max_cost_usd = (agent.max_cost_usd > 0.0)
+            .then(|| agent.max_cost_usd - self.ledger.cost(self.mirror.round));
         self.ledger.attempts.push(a);
         self.mirror.save(&self.ledger);
         tracing::info!(
@@ -245,7 +251,7 @@ impl<T: AgentTask> Loop<'_, T> {
         let request = AgentRequest {
             prompt: &prompt.text,
             workspace: ws,
-            limits: self.limits,
+            limits: &limits,
             model: None,
             label: &label,
         };

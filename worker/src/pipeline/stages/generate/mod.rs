@@ -61,6 +61,8 @@ pub fn backend_for(
             base_url: s.openai_base_url.clone(),
             model: s.openai_model.clone(),
             api_key_env: s.openai_api_key_env.clone(),
+            input_usd_per_mtok: s.openai_input_usd_per_mtok,
+            output_usd_per_mtok: s.openai_output_usd_per_mtok,
             ..harch_agents::OpenAiSettings::default()
         },
     };
