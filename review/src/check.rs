@@ -207,8 +207,11 @@ pub fn check(report: &Report, facts: &Facts<'_>) -> Checked {
     }
     if !defects.is_empty() {
         reasons.push(format!(
-            "{} defects remain ({} verified, {} unverified, {} contradicted)",
-            defects.len(),
+            "{} remain ({} verified, {} unverified, {} contradicted)",
+            match defects.len() {
+                1 => "1 defect".to_string(),
+                n => format!("{n} defects"),
+            },
             defect_tally.verified,
             defect_tally.unverified,
             defect_tally.contradicted

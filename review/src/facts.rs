@@ -114,6 +114,9 @@ impl<'a> Facts<'a> {
             }
             return ClaimCheck::fails(msg);
         };
+        if first == 0 || last < first {
+            return ClaimCheck::fails(format!("{first}-{last} is not a line range"));
+        }
         if last as usize > src.lines {
             return ClaimCheck::fails(format!("{name} has {} lines", src.lines));
         }
