@@ -12,13 +12,13 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::facts::Facts;
 use crate::numbers::{Num, numbers_in};
 use crate::report::{Decision, Defect, Evidence, Report, Row, Status};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Standing {
     Verified,
@@ -37,30 +37,30 @@ impl fmt::Display for Standing {
 }
 
 /// One evidence line and whether it holds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckedClaim {
     pub text: String,
     pub line: u32,
     pub holds: bool,
     /// What the facts say, when the claim does not hold.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truth: Option<String>,
 }
 
 /// A conclusion's standing and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
     pub standing: Standing,
     /// Why it is not verified (empty when it is).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub why: String,
     pub claims: Vec<CheckedClaim>,
     /// Numbers in its text that no holding claim states.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unbacked: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckedRow {
     #[serde(flatten)]
     pub row: RowView,
@@ -69,7 +69,7 @@ pub struct CheckedRow {
 }
 
 /// A row as the checker reports it (its evidence appears as checked claims).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RowView {
     pub step: String,
     pub node: Option<String>,
@@ -77,7 +77,7 @@ pub struct RowView {
     pub line: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DefectView {
     pub title: String,
     #[serde(rename = "where")]
@@ -86,7 +86,7 @@ pub struct DefectView {
     pub line: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckedDefect {
     #[serde(flatten)]
     pub defect: DefectView,
@@ -95,7 +95,7 @@ pub struct CheckedDefect {
 }
 
 /// How many conclusions landed where.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tally {
     pub verified: usize,
     pub unverified: usize,
@@ -114,7 +114,7 @@ impl Tally {
 
 /// A checked review: what the agent said, what is recorded and why, and every conclusion with
 /// every claim.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checked {
     pub file: String,
     /// The agent's verdict.

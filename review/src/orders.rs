@@ -7,12 +7,12 @@
 use std::fmt;
 
 use harch_guards::Diagnostic;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::check::{Checked, Standing};
 use crate::report::Status;
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkOrder {
     /// The spec does not load: a load error of a fresh validation.

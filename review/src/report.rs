@@ -55,7 +55,7 @@ pub const MAX_ITEMS: usize = 2000;
 pub const MAX_CLAIMS: usize = 10_000;
 
 /// PASS or NO_PASS: what the agent said, and what the worker records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Decision {
     #[serde(rename = "PASS")]
     Pass,
@@ -72,7 +72,7 @@ impl fmt::Display for Decision {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Consistent,

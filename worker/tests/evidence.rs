@@ -627,3 +627,56 @@ fn the_evidence_command_prints_every_claim_and_exits_by_the_recorded_verdict() {
     assert_eq!(code, 2);
     assert!(err.contains("truth directory"), "{err}");
 }
+
+#[test]
+fn a_checked_review_survives_a_round_trip_through_json() {
+    // The stage keeps the checked review as a job artifact and reads it back for the fix round
+    // and the next review's prompt.
+    let c = checked(&true_review().replace("count: mtp.layers = 1", "count: mtp.layers = 3"));
+    let json = serde_json::to_string(&c).unwrap();
+    let back: Checked = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, c);
+    let orders = work_orders(Some(&c), &[]);
+    let back: Vec<WorkOrder> =
+        serde_json::from_str(&serde_json::to_string(&orders).unwrap()).unwrap();
+    assert_eq!(back, orders);
+}
+
+/// Review prompts for every library model (numbered forward source, node paths, tensor list)
+/// stay well inside a 200k-token window. Prints each size:
+/// `cargo test -p harch-worker --test evidence review_prompts -- --nocapture`.
+#[test]
+fn review_prompts_of_library_models_fit_half_a_200k_window() {
+    let repo = specs::read_repo(&root(), &[]).unwrap();
+    for id in snapshot::snapshot_ids() {
+        let mut truth = snapshot::load_snapshot(id).unwrap();
+        truth.sources = source::resolve_native(&truth.config)
+            .expect("run scripts/fetch-transformers-src")
+            .files;
+        let model = subject::architectures(&truth.config)
+            .iter()
+            .find_map(|a| repo.model_for_architecture(a))
+            .unwrap()
+            .to_string();
+        let ir = repo.load_model(&model).unwrap();
+        let a = harch_engine::evaluate(&ir, &truth.config, Default::default());
+        let node_paths: Vec<String> = a.nodes.iter().map(|n| n.id.clone()).collect();
+        let spec_path = format!("specs/models/{model}.yaml");
+        let spec_text = std::fs::read_to_string(root().join(&spec_path)).unwrap();
+        let p = harch_prompts::render_review(&harch_prompts::ReviewInput {
+            model_id: id,
+            spec_path: &spec_path,
+            spec_text: &spec_text,
+            drafts: &[],
+            truth: &truth,
+            report_path: "review.yaml",
+            node_paths: &node_paths,
+            previous: None,
+            report_errors: None,
+        })
+        .unwrap();
+        println!("{id}: {} node paths; review prompt {}", node_paths.len(), p.size);
+        assert!(p.size.est_tokens < 100_000, "{id}: {}", p.size);
+        assert!(p.text.contains(&node_paths[node_paths.len() / 2]));
+    }
+}
