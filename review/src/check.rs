@@ -28,7 +28,7 @@ pub enum Standing {
 
 impl fmt::Display for Standing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Standing::Verified => "verified",
             Standing::Unverified => "unverified",
             Standing::Contradicted => "contradicted",

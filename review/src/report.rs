@@ -65,7 +65,7 @@ pub enum Decision {
 
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Decision::Pass => "PASS",
             Decision::NoPass => "NO_PASS",
         })
@@ -82,7 +82,7 @@ pub enum Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Status::Consistent => "consistent",
             Status::Inconsistent => "inconsistent",
             Status::Missing => "missing",
