@@ -191,10 +191,7 @@ pub fn render_review(input: &ReviewInput<'_>) -> Result<Prompt, PromptError> {
     if let Some(p) = &previous {
         fragments.push((
             "previous verdicts".to_string(),
-            p.items
-                .iter()
-                .map(|i| i.label.len() + i.why.len())
-                .sum(),
+            p.items.iter().map(|i| i.label.len() + i.why.len()).sum(),
         ));
     }
     #[derive(Serialize)]

@@ -282,10 +282,8 @@ defects:
     fix: "SECRET-CONTRADICTED-FIX"
     evidence: ["cfg: intermediate_size = 4096"]
 "#;
-    let nodes = harch_review::SpecNodes::new([
-        "layers[dense].attention.q_norm",
-        "layers[dense].ffn",
-    ]);
+    let nodes =
+        harch_review::SpecNodes::new(["layers[dense].attention.q_norm", "layers[dense].ffn"]);
     let report = harch_review::parse_report("review.yaml", yaml, &nodes).unwrap();
     harch_review::check(&report, &harch_review::Facts::from_truth(truth))
 }
@@ -322,7 +320,10 @@ fn review_and_fix_prompts_render() {
         "1 | class Qwen3Attention:\n2 |     def forward(self):\n3 |         hidden_states",
         "`review.yaml`",
     ] {
-        assert!(first.text.contains(needle), "review prompt lacks {needle:?}");
+        assert!(
+            first.text.contains(needle),
+            "review prompt lacks {needle:?}"
+        );
     }
     assert!(!first.text.contains("previous review round"));
     assert!(!first.text.contains("malformed"));
@@ -361,9 +362,15 @@ fn review_and_fix_prompts_render() {
         "## Your previous report was malformed (attempt 2)",
         "- E002 [review] review.yaml:1:10: unknown verdict `LGTM` — hint: write `verdict: PASS` or `verdict: NO_PASS`",
     ] {
-        assert!(again.text.contains(needle), "re-review prompt lacks {needle:?}");
+        assert!(
+            again.text.contains(needle),
+            "re-review prompt lacks {needle:?}"
+        );
     }
-    assert!(!again.text.contains("SECRET-UNVERIFIED-FIX"), "a re-review repeats no suggested fix");
+    assert!(
+        !again.text.contains("SECRET-UNVERIFIED-FIX"),
+        "a re-review repeats no suggested fix"
+    );
 
     let fresh = Diagnostic::new(
         "load",
@@ -403,7 +410,11 @@ fn review_and_fix_prompts_render() {
         "- `truth/source/modeling_qwen3.py` (3 lines)",
         "Primitive ops",
     ] {
-        assert!(fix.text.contains(needle), "fix prompt lacks {needle:?}\n{}", fix.text);
+        assert!(
+            fix.text.contains(needle),
+            "fix prompt lacks {needle:?}\n{}",
+            fix.text
+        );
     }
     for secret in [
         "SECRET-UNVERIFIED-FIX",

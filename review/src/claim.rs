@@ -190,7 +190,8 @@ fn err(message: impl Into<String>, hint: &str) -> GrammarError {
 }
 
 const SRC_FORM: &str = r#"write `src: FILE:LINE[-LINE] "quote"`, e.g. `src: modeling_x.py:120-122 "self.scaling = self.head_dim**-0.5"`"#;
-const CFG_FORM: &str = "write `cfg: dotted.key[index] = VALUE`, e.g. `cfg: text_config.sliding_window = 128`";
+const CFG_FORM: &str =
+    "write `cfg: dotted.key[index] = VALUE`, e.g. `cfg: text_config.sliding_window = 128`";
 const CKPT_FORM: &str = "write `ckpt: tensor.name = [d0, d1, ...]` with an optional dtype, e.g. `ckpt: model.layers.X.mlp.gate_proj.weight = [2048, 6144] BF16` (X: any layer)";
 const COUNT_FORM: &str = "write `count: prefix = N`, e.g. `count: model.layers = 61`";
 
@@ -218,7 +219,10 @@ pub fn parse_claim(line: &str) -> Result<Claim, GrammarError> {
 
 fn parse_src(rest: &str) -> Result<Claim, GrammarError> {
     let Some(open) = rest.find('"') else {
-        return Err(err("a `src:` claim needs a quote in double quotes", SRC_FORM));
+        return Err(err(
+            "a `src:` claim needs a quote in double quotes",
+            SRC_FORM,
+        ));
     };
     let loc = rest[..open].trim();
     let tail = rest[open + 1..].trim_end();
@@ -371,10 +375,7 @@ fn parse_value(s: &str) -> serde_json::Value {
 
 fn tensor_name(s: &str, form: &str) -> Result<String, GrammarError> {
     if s.is_empty() || s.chars().any(char::is_whitespace) {
-        return Err(err(
-            format!("`{}` is not a tensor name", clip(s, 80)),
-            form,
-        ));
+        return Err(err(format!("`{}` is not a tensor name", clip(s, 80)), form));
     }
     Ok(s.to_string())
 }
@@ -460,8 +461,10 @@ mod tests {
     #[test]
     fn the_four_forms_parse() {
         assert_eq!(
-            parse_claim(r#"src: modeling_qwen3_next.py:527-528 "query = l2norm(query, dim=-1, eps=1e-6)""#)
-                .unwrap(),
+            parse_claim(
+                r#"src: modeling_qwen3_next.py:527-528 "query = l2norm(query, dim=-1, eps=1e-6)""#
+            )
+            .unwrap(),
             Claim::Src {
                 file: "modeling_qwen3_next.py".into(),
                 first: 527,
@@ -470,7 +473,10 @@ mod tests {
             }
         );
         let c = parse_claim("cfg: text_config.layer_types[3] = \"full_attention\"").unwrap();
-        assert_eq!(c.to_string(), "cfg: text_config.layer_types[3] = \"full_attention\"");
+        assert_eq!(
+            c.to_string(),
+            "cfg: text_config.layer_types[3] = \"full_attention\""
+        );
         assert_eq!(
             parse_claim("cfg: hidden_act = silu").unwrap(),
             Claim::Cfg {
@@ -502,8 +508,9 @@ mod tests {
             }
         );
         // A quote may itself hold double quotes: it runs to the last one.
-        let Claim::Src { quote, first, last, .. } =
-            parse_claim(r#"src: a.py:7 "x = d["k"]""#).unwrap()
+        let Claim::Src {
+            quote, first, last, ..
+        } = parse_claim(r#"src: a.py:7 "x = d["k"]""#).unwrap()
         else {
             panic!()
         };
@@ -547,6 +554,9 @@ mod tests {
         assert_eq!(parse_value("'yarn'"), serde_json::json!("yarn"));
         assert_eq!(parse_value("null"), serde_json::Value::Null);
         assert_eq!(parse_value("[1, 2]"), serde_json::json!([1, 2]));
-        assert_eq!(parse_value("linear_attention"), serde_json::json!("linear_attention"));
+        assert_eq!(
+            parse_value("linear_attention"),
+            serde_json::json!("linear_attention")
+        );
     }
 }

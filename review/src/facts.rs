@@ -215,9 +215,7 @@ impl<'a> Facts<'a> {
             }
             None => pattern,
         };
-        let lo = self
-            .tensors
-            .partition_point(|t| t.name.as_str() < literal);
+        let lo = self.tensors.partition_point(|t| t.name.as_str() < literal);
         let hi = lo + self.tensors[lo..].partition_point(|t| t.name.starts_with(literal));
         &self.tensors[lo..hi]
     }
@@ -317,9 +315,7 @@ impl<'a> Facts<'a> {
                 continue;
             }
             if let Some(i) = index_of(ts[segs.len()]) {
-                per.entry(ts[..segs.len()].join("."))
-                    .or_default()
-                    .insert(i);
+                per.entry(ts[..segs.len()].join(".")).or_default().insert(i);
             }
         }
         if per.is_empty() {
@@ -403,7 +399,10 @@ fn missing_key(config: &Value, walked: &ConfigKey, key: &str, here: &[&str]) -> 
         let shown: Vec<String> = elsewhere.iter().take(3).map(|k| format!("`{k}`")).collect();
         msg.push_str(&format!(" (it is at {})", shown.join(", ")));
     } else if let Some(c) = harch_engine::diag::closest(key, here.iter().copied()) {
-        msg.push_str(&format!(" (did you mean `{}`?)", with(walked, &KeyPart::Key(c.into()))));
+        msg.push_str(&format!(
+            " (did you mean `{}`?)",
+            with(walked, &KeyPart::Key(c.into()))
+        ));
     }
     msg
 }
@@ -504,8 +503,7 @@ impl Source {
                     pending = true;
                     continue;
                 }
-                if pending && normalized.chars().next_back().is_some_and(is_word) && is_word(c)
-                {
+                if pending && normalized.chars().next_back().is_some_and(is_word) && is_word(c) {
                     normalized.push(' ');
                 }
                 pending = false;
@@ -549,7 +547,10 @@ mod tests {
 
     #[test]
     fn normalisation_ignores_wrapping_and_spacing() {
-        assert_eq!(normalize("  query = l2norm(query,\n   dim=-1 )"), "query=l2norm(query,dim=-1)");
+        assert_eq!(
+            normalize("  query = l2norm(query,\n   dim=-1 )"),
+            "query=l2norm(query,dim=-1)"
+        );
         assert_eq!(normalize("return  x"), "return x");
         assert_ne!(normalize("returnx"), normalize("return x"));
     }

@@ -25,7 +25,7 @@ mod orders;
 mod report;
 
 pub use check::{
-    CheckedClaim, CheckedDefect, CheckedRow, Checked, DefectView, Judgement, RowView, Standing,
+    Checked, CheckedClaim, CheckedDefect, CheckedRow, DefectView, Judgement, RowView, Standing,
     Tally, check,
 };
 pub use claim::{

@@ -26,10 +26,10 @@ impl Num {
         if body.is_empty() || !body.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
             return None;
         }
-        if body.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(i) = s.parse::<i128>() {
-                return Some(Num::Int(i));
-            }
+        if body.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(i) = s.parse::<i128>()
+        {
+            return Some(Num::Int(i));
         }
         if !body
             .bytes()
@@ -124,10 +124,7 @@ pub fn numbers_in(text: &str) -> Vec<Num> {
             let d = chars[j];
             if d.is_ascii_digit() {
                 j += 1;
-            } else if d == '.'
-                && !seen_dot
-                && chars.get(j + 1).is_some_and(char::is_ascii_digit)
-            {
+            } else if d == '.' && !seen_dot && chars.get(j + 1).is_some_and(char::is_ascii_digit) {
                 seen_dot = true;
                 j += 1;
             } else {
@@ -194,7 +191,10 @@ mod tests {
     #[test]
     fn numbers_in_prose_not_in_names() {
         assert_eq!(nums("sliding window is 1024 in the spec"), ["1024"]);
-        assert_eq!(nums("q/k L2 normalisation before the delta rule"), [] as [&str; 0]);
+        assert_eq!(
+            nums("q/k L2 normalisation before the delta rule"),
+            [] as [&str; 0]
+        );
         assert_eq!(nums("l2norm on fp8 q_proj2 weights of 8B"), [] as [&str; 0]);
         assert_eq!(nums("model.layers.3.mlp has 512 experts"), ["512"]);
         assert_eq!(nums("scaling = head_dim**-0.5"), ["0.5"]);

@@ -310,7 +310,12 @@ pub fn parse_report(file: &str, text: &str, nodes: &SpecNodes) -> Result<Report,
         Err(e) => {
             let (line, column) = e.location().map(|l| line_col(&l)).unwrap_or((0, 0));
             let msg = e.without_snippet().to_string();
-            let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+            let msg = msg.lines().next().unwrap_or("invalid YAML");
+            // The location is the diagnostic's own; the message need not repeat it.
+            let msg = match msg.rfind(" at line ") {
+                Some(i) if line > 0 => &msg[..i],
+                _ => msg,
+            };
             return Err(vec![
                 Diagnostic::new(
                     GUARD,
@@ -397,7 +402,9 @@ pub fn parse_report(file: &str, text: &str, nodes: &SpecNodes) -> Result<Report,
                 };
                 hint.push_str("name a node path as the evaluation does (e.g. ");
                 hint.push_str(&nodes.sample(3).join(", "));
-                hint.push_str("), or write `node: null` with `status: missing` for a step the spec lacks");
+                hint.push_str(
+                    "), or write `node: null` with `status: missing` for a step the spec lacks",
+                );
                 errs.push(
                     code::NODE,
                     &r.node.referenced,

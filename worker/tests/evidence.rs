@@ -155,7 +155,12 @@ fn a_review_whose_claims_all_hold_is_recorded_pass() {
             r.row.step,
             r.judgement.why
         );
-        assert!(r.judgement.claims.iter().all(|c| c.holds && c.truth.is_none()));
+        assert!(
+            r.judgement
+                .claims
+                .iter()
+                .all(|c| c.holds && c.truth.is_none())
+        );
     }
     assert_eq!(c.claims, 17);
     assert_eq!(c.claims_holding, 17);
@@ -333,7 +338,11 @@ defects:
     let row = &c.mapping[0].judgement;
     assert_eq!(row.standing, Standing::Unverified);
     assert_eq!(row.unbacked, ["10"]);
-    assert!(row.why.contains("no holding claim states `10`"), "{}", row.why);
+    assert!(
+        row.why.contains("no holding claim states `10`"),
+        "{}",
+        row.why
+    );
     let bare = &c.mapping[1].judgement;
     assert_eq!(bare.standing, Standing::Unverified);
     assert_eq!(bare.why, "it cites no evidence");
@@ -504,7 +513,9 @@ defects:
         .collect();
     assert_eq!(
         kinds,
-        ["load", "validate", "defect", "step", "check", "disputed", "disputed"]
+        [
+            "load", "validate", "defect", "step", "check", "disputed", "disputed"
+        ]
     );
     let WorkOrder::Defect { fix, evidence, .. } = &orders[2] else {
         panic!()
@@ -523,7 +534,11 @@ defects:
     assert!(!all.contains("XYZZY"), "an unverified fix leaked: {all}");
     assert!(!all.contains("PLUGH"), "a contradicted fix leaked: {all}");
     assert!(!all.contains("5 MTP"), "a contradicted title leaked: {all}");
-    assert!(orders[0].to_string().contains("L002 [load] specs/models/qwen3_next.yaml:12:5"));
+    assert!(
+        orders[0]
+            .to_string()
+            .contains("L002 [load] specs/models/qwen3_next.yaml:12:5")
+    );
 }
 
 // ---- the command line ----
@@ -575,7 +590,10 @@ fn the_evidence_command_prints_every_claim_and_exits_by_the_recorded_verdict() {
     let (code, out, _) = evidence(&[bad.to_str().unwrap(), "--truth", t]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FALSE"), "{out}");
-    assert!(out.contains("facts: mtp.layers has 1 distinct indices"), "{out}");
+    assert!(
+        out.contains("facts: mtp.layers has 1 distinct indices"),
+        "{out}"
+    );
     assert!(out.contains("recorded NO_PASS"), "{out}");
 
     let (code, out, _) = evidence(&[bad.to_str().unwrap(), "--truth", t, "--json"]);
@@ -675,7 +693,11 @@ fn review_prompts_of_library_models_fit_half_a_200k_window() {
             report_errors: None,
         })
         .unwrap();
-        println!("{id}: {} node paths; review prompt {}", node_paths.len(), p.size);
+        println!(
+            "{id}: {} node paths; review prompt {}",
+            node_paths.len(),
+            p.size
+        );
         assert!(p.size.est_tokens < 100_000, "{id}: {}", p.size);
         assert!(p.text.contains(&node_paths[node_paths.len() / 2]));
     }

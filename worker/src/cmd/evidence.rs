@@ -123,6 +123,14 @@ fn spec_nodes(spec: Option<&str>, config: &serde_json::Value) -> anyhow::Result<
     Ok(SpecNodes::from_analysis(&analysis))
 }
 
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 fn mark(holds: bool) -> &'static str {
     if holds { "holds" } else { "FALSE" }
 }
@@ -149,7 +157,7 @@ pub fn render(c: &Checked) -> String {
             out.push_str(&format!("      why: {}\n", j.why));
         }
     };
-    out.push_str(&format!("mapping ({} rows)\n", c.mapping.len()));
+    out.push_str(&format!("mapping ({})\n", plural(c.mapping.len(), "row")));
     for (i, r) in c.mapping.iter().enumerate() {
         let head = format!(
             "  #{:<3} {:<12} {:<12} {} -> {}",
@@ -183,7 +191,10 @@ pub fn render(c: &Checked) -> String {
         c.defect_tally.unverified,
         c.defect_tally.contradicted
     ));
-    out.push_str(&format!("the review says {}; recorded {}\n", c.said, c.recorded));
+    out.push_str(&format!(
+        "the review says {}; recorded {}\n",
+        c.said, c.recorded
+    ));
     for r in &c.reasons {
         out.push_str(&format!("  - {r}\n"));
     }
@@ -191,7 +202,10 @@ pub fn render(c: &Checked) -> String {
 }
 
 fn render_errors(file: &str, errors: &[Diagnostic]) -> String {
-    let mut out = format!("{file}: the report is malformed ({} errors)\n", errors.len());
+    let mut out = format!(
+        "{file}: the report is malformed ({})\n",
+        plural(errors.len(), "error")
+    );
     for d in errors {
         out.push_str(&format!("  {}\n", d.one_line()));
     }
