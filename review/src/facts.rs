@@ -194,13 +194,16 @@ impl<'a> Facts<'a> {
             return vec![self.tensors[i]];
         }
         let segs: Vec<&str> = pattern.split('.').collect();
-        if !segs.contains(&ANY_INDEX) {
+        let Some(last_x) = segs.iter().rposition(|s| *s == ANY_INDEX) else {
             return Vec::new();
-        }
+        };
+        // The literal tail after the last `X` rules out most names without walking segments.
+        let tail: usize = segs[last_x + 1..].iter().map(|s| s.len() + 1).sum();
+        let tail = &pattern[pattern.len() - tail..];
         self.candidates(pattern)
             .iter()
             .copied()
-            .filter(|t| segments_match(&segs, &t.name.split('.').collect::<Vec<_>>()))
+            .filter(|t| t.name.ends_with(tail) && match_head(&segs, &t.name) == Some(t.name.len()))
             .collect()
     }
 
@@ -298,24 +301,28 @@ impl<'a> Facts<'a> {
         self.candidates(prefix)
             .iter()
             .copied()
-            .filter(|t| {
-                let ts: Vec<&str> = t.name.split('.').collect();
-                ts.len() > segs.len() && segments_match(&segs, &ts[..segs.len()])
-            })
+            .filter(|t| match_head(&segs, &t.name).is_some_and(|end| end < t.name.len()))
             .collect()
     }
 
     fn check_count(&self, prefix: &str, n: u64) -> ClaimCheck {
         let segs: Vec<&str> = prefix.split('.').collect();
         // Distinct indices under each instance of the prefix (one instance unless it has `X`).
-        let mut per: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        let mut per: BTreeMap<&str, BTreeSet<u64>> = BTreeMap::new();
+        // Names are sorted: the tensors of one index are neighbours, counted once.
+        let mut last: Option<&str> = None;
         for t in self.candidates(prefix) {
-            let ts: Vec<&str> = t.name.split('.').collect();
-            if ts.len() <= segs.len() || !segments_match(&segs, &ts[..segs.len()]) {
+            let Some(end) = match_head(&segs, &t.name).filter(|&e| e < t.name.len()) else {
+                continue;
+            };
+            let next = t.name[end + 1..].split('.').next().unwrap_or("");
+            let head = &t.name[..end + 1 + next.len()];
+            if last == Some(head) {
                 continue;
             }
-            if let Some(i) = index_of(ts[segs.len()]) {
-                per.entry(ts[..segs.len()].join(".")).or_default().insert(i);
+            last = Some(head);
+            if let Some(i) = index_of(next) {
+                per.entry(&t.name[..end]).or_default().insert(i);
             }
         }
         if per.is_empty() {
@@ -358,12 +365,27 @@ fn index_of(seg: &str) -> Option<u64> {
     seg.parse().ok()
 }
 
-fn segments_match(pattern: &[&str], name: &[&str]) -> bool {
-    pattern.len() == name.len()
-        && pattern
-            .iter()
-            .zip(name)
-            .all(|(p, s)| p == s || (*p == ANY_INDEX && index_of(s).is_some()))
+/// Matches `name`'s leading segments against `pattern` (`X` matches any index) and returns the
+/// byte offset where the matched segments end (`name.len()` for a whole-name match, else the
+/// offset of the `.` that follows). Allocation-free: it runs over every tensor of a checkpoint.
+fn match_head(pattern: &[&str], name: &str) -> Option<usize> {
+    let mut off = 0;
+    for (i, p) in pattern.iter().enumerate() {
+        if i > 0 {
+            if name.as_bytes().get(off) != Some(&b'.') {
+                return None;
+            }
+            off += 1;
+        }
+        let rest = &name[off..];
+        let end = rest.find('.').unwrap_or(rest.len());
+        let seg = &rest[..end];
+        if seg != *p && !(*p == ANY_INDEX && index_of(seg).is_some()) {
+            return None;
+        }
+        off += end;
+    }
+    Some(off)
 }
 
 fn first_lines(text: &str, n: usize) -> String {
