@@ -590,6 +590,18 @@ mod tests {
     }
 
     #[test]
+    fn name_heads_match_segment_by_segment() {
+        let p = ["model", "layers", "X", "mlp"];
+        assert_eq!(match_head(&p, "model.layers.12.mlp"), Some(19));
+        assert_eq!(match_head(&p, "model.layers.12.mlp.gate.weight"), Some(19));
+        assert_eq!(match_head(&p, "model.layers.x.mlp"), None);
+        assert_eq!(match_head(&p, "model.layers.12.mlpx"), None);
+        assert_eq!(match_head(&p, "model.layers.12"), None);
+        assert_eq!(match_head(&p, "model.layers..mlp"), None);
+        assert_eq!(match_head(&["X"], "X"), Some(1), "a literal X segment is itself");
+    }
+
+    #[test]
     fn json_numbers_compare_as_numbers() {
         use serde_json::json;
         assert!(json_eq(&json!(128), &json!(128.0)));
