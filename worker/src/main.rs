@@ -50,6 +50,9 @@ enum Command {
     BenchQueue(cmd::bench_queue::Args),
     /// Print the generate prompt an agent would get for a model, and its size (on stderr).
     Prompt(cmd::prompt::Args),
+    /// Check a review report's evidence against a truth directory (exit 0 when it would be
+    /// recorded PASS, 1 otherwise, 2 on usage errors).
+    Evidence(cmd::evidence::Args),
 }
 
 /// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
@@ -65,6 +68,7 @@ fn exit_quietly_when_stdout_closes(command: &Command) {
             | Command::Status(_)
             | Command::Logs(_)
             | Command::Prompt(_)
+            | Command::Evidence(_)
     );
     if prints_only {
         // SAFETY: called before any thread is started; restores the default disposition that
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Command::Revalidate(a) => cmd::revalidate::run(a),
         Command::BenchQueue(a) => cmd::bench_queue::run(a),
         Command::Prompt(a) => cmd::prompt::run(a),
+        Command::Evidence(a) => cmd::evidence::run(a),
     };
     match result {
         Ok(code) => code,

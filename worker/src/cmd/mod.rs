@@ -1,6 +1,7 @@
 pub mod bench_queue;
 pub mod cancel;
 pub mod enqueue;
+pub mod evidence;
 pub mod explain;
 pub mod fetch;
 pub mod logs;
