@@ -598,7 +598,11 @@ mod tests {
         assert_eq!(match_head(&p, "model.layers.12.mlpx"), None);
         assert_eq!(match_head(&p, "model.layers.12"), None);
         assert_eq!(match_head(&p, "model.layers..mlp"), None);
-        assert_eq!(match_head(&["X"], "X"), Some(1), "a literal X segment is itself");
+        assert_eq!(
+            match_head(&["X"], "X"),
+            Some(1),
+            "a literal X segment is itself"
+        );
     }
 
     #[test]
