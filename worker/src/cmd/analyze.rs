@@ -14,7 +14,6 @@ use harch_analysis::{
     Activations, ComputePrecision, HardwareTable, LayoutSpec, Model, Report, Request, analyze,
 };
 use harch_engine::EvalOptions;
-use harch_worker::queue::store::write_atomic;
 use harch_worker::{specs, subject};
 
 /// The deployment a figure is computed for (shared by `analyze` and `explain`).
@@ -232,13 +231,15 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
     let csv = sweep::csv(&spec, &rows);
     match &args.csv {
         Some(p) if p.as_os_str() == "-" => print!("{csv}"),
-        Some(p) => write_atomic(p, csv.as_bytes())?,
+        Some(p) => harch_files::write_atomic(p, csv.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?,
         None => {}
     }
     if let Some(p) = &args.svg {
         let title = format!("{} on {}", model.a.model, req.gpu.gpu);
         let svg = harch_analysis::plot::svg(&spec, &rows, &title).map_err(anyhow::Error::msg)?;
-        write_atomic(p, svg.as_bytes())?;
+        harch_files::write_atomic(p, svg.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     if args.csv.as_ref().is_none_or(|p| p.as_os_str() != "-") {
         let keys: Vec<&str> = spec.axes.iter().map(|(k, _)| k.name()).collect();

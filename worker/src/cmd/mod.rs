@@ -2,6 +2,7 @@ pub mod analyze;
 pub mod bench_queue;
 pub mod cancel;
 pub mod enqueue;
+pub mod evidence;
 pub mod explain;
 pub mod fetch;
 pub mod logs;
@@ -15,7 +16,7 @@ pub mod snapshot;
 pub mod status;
 pub mod validate;
 
-/// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
+/// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]
 pub struct JobArgs {
     /// Job id, as `enqueue` printed it.

@@ -17,9 +17,11 @@ use crate::truth_dir;
 /// Where example model specs are staged, relative to `specs/` (not a path the spec loader reads).
 pub const EXAMPLES_DIR: &str = "examples";
 
-/// What the generate loop needs besides the workspace.
+/// Everything the generate stage prepares once per stage run: the truth it validates with, the
+/// library, the prompt's view of it, and what to stage into the workspace before every run.
 pub struct Staged {
-    pub ws: Workspace,
+    /// The job's truth, read from the fetch stage's artifacts before any agent runs. The worker
+    /// validates with this copy, never with the one staged into the workspace.
     pub truth: Truth,
     /// The shared spec library (arch, quant, components), for the worker's own validation.
     pub library: BTreeMap<String, String>,
@@ -29,11 +31,21 @@ pub struct Staged {
     pub spec_file: String,
     /// The library spec hidden from the agent (`specs/models/llama.yaml`), when one was.
     pub excluded: Option<String>,
+    sandbox_dir: PathBuf,
+    spec: StageSpec,
 }
 
 impl Staged {
     pub fn spec_path(&self) -> String {
         format!("specs/models/{}", self.spec_file)
+    }
+
+    /// Builds the workspace, or rebuilds it for the next run: read-only parts staged afresh
+    /// (whatever a run did to them is undone), the agent's own files kept, and anything a dead
+    /// worker left running in it killed first.
+    pub fn workspace(&self) -> anyhow::Result<Workspace> {
+        Workspace::create(&self.sandbox_dir, &self.spec)
+            .with_context(|| format!("staging the workspace in {}", self.sandbox_dir.display()))
     }
 }
 
@@ -119,7 +131,9 @@ pub fn agent_library(
     })
 }
 
-pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
+/// Prepares the stage: reads the truth and the library, writes the examples and the `validate`
+/// wrapper. The workspace itself is built by [`Staged::workspace`].
+pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     let truth = load_truth(req.truth_dir)?;
     let AgentLibrary {
         library,
@@ -143,8 +157,8 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     }
 
     let sandbox_dir = work.join("sandbox");
-    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"))?;
     let spec_file = spec_file_name(req.model_id, &truth.config);
+    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"), &spec_file)?;
     let run_as = sandbox_user(&req.settings.sandbox_user)?;
     if let Some((uid, _)) = run_as {
         check_traversable(&sandbox_dir, uid)?;
@@ -153,11 +167,7 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
         truth_files: truth_files(req.truth_dir, &truth)?,
         validate: Some(ValidateCommand {
             worker_bin: validate_bin,
-            args: vec![
-                format!("{{specs}}/models/{spec_file}"),
-                "--truth".into(),
-                "{truth}".into(),
-            ],
+            args: vec!["--truth".into(), "{truth}".into()],
         }),
         run_as,
         ..StageSpec::default()
@@ -166,15 +176,14 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     spec.support_dirs
         .push((PathBuf::from(EXAMPLES_DIR), examples_src.clone()));
     spec.fs_policy.require_landlock = req.settings.require_landlock;
-    let ws = Workspace::create(&sandbox_dir, &spec)
-        .with_context(|| format!("staging the workspace in {}", sandbox_dir.display()))?;
     Ok(Staged {
-        ws,
         truth,
         library,
         prompt_repo,
         spec_file,
         excluded,
+        sandbox_dir,
+        spec,
     })
 }
 
@@ -213,14 +222,21 @@ fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
 }
 
 /// `validate` runs this binary with the workspace as its spec root, whatever directory the agent
-/// calls it from (the sandbox clears the environment, so the wrapper sets it).
-fn write_validate_wrapper(work: &Path, workspace: &Path) -> anyhow::Result<PathBuf> {
+/// calls it from (the sandbox clears the environment, so the wrapper sets it). Bare `validate`
+/// checks the job's spec; `validate specs/models/<name>.yaml`, the path the prompt names, checks
+/// the file named.
+fn write_validate_wrapper(
+    work: &Path,
+    workspace: &Path,
+    spec_file: &str,
+) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let exe = std::env::current_exe().context("locating the harch-worker binary")?;
     let quote = |p: &Path| format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"));
     let script = format!(
-        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} exec {} \"$@\"\n",
+        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
         quote(workspace),
+        quote(&workspace.join("specs/models").join(spec_file)),
         quote(&exe)
     );
     let path = work.join("harch-worker-in-workspace");
