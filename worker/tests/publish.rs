@@ -702,3 +702,37 @@ async fn a_push_refused_by_a_server_hook_is_permanent() {
     assert!(w.tip(BRANCH).is_none());
     assert!(w.gh.prs().is_empty());
 }
+
+/// The pull request body of a library model, byte for byte (`UPDATE_GOLDEN=1` rewrites the
+/// file; review the diff like any other change).
+#[tokio::test]
+async fn the_pr_body_of_a_library_model_matches_the_golden_file() {
+    let w = World::new().await;
+    let (job, dir) = w.job("01JGOLDEN00000000000000000", Some(pass_review()));
+    w.publish_job(&job, &dir, None).await.unwrap();
+    let body = std::fs::read_to_string(dir.join(".staging/publish/pr-body.md")).unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/publish/llama-pr-body.md");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &body).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap();
+    if body != want {
+        let diff: Vec<String> = want
+            .lines()
+            .zip(body.lines())
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .take(10)
+            .map(|(i, (a, b))| format!("line {}:\n- {a}\n+ {b}", i + 1))
+            .collect();
+        panic!(
+            "the PR body differs from {} ({} vs {} lines); UPDATE_GOLDEN=1 accepts it:\n{}",
+            golden.display(),
+            want.lines().count(),
+            body.lines().count(),
+            diff.join("\n")
+        );
+    }
+    assert!(body.contains("```mermaid\nflowchart TD\n"));
+}

@@ -28,7 +28,6 @@ pub fn from_job(job: &JobRecord) -> Vec<AgentStage> {
     AGENT_STAGES
         .iter()
         .filter_map(|name| job.stage(name))
-        .filter(|s| s.attempts > 0 || !s.summary.is_null())
         .map(|s| {
             let sum = &s.summary;
             let attempts = sum.get("attempts").and_then(Value::as_array);
@@ -57,6 +56,8 @@ pub fn from_job(job: &JobRecord) -> Vec<AgentStage> {
                 wall_ms,
             }
         })
+        // A stage that ran no agent (or recorded nothing about it) is not an agent's work.
+        .filter(|a| a.backend.is_some() || a.turns > 0 || a.input_tokens > 0 || a.cost_usd > 0.0)
         .collect()
 }
 

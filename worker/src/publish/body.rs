@@ -73,12 +73,12 @@ fn render_with(p: &Prepared, base: &BaseFacts, draft_reasons: &[String], compact
     }
     let truth = &pv.truth;
     let rev = match &truth.revision {
-        Some(r) => format!("at `{}`", cell(r, 64)),
-        None => "(no revision recorded)".to_string(),
+        Some(r) => format!(" at `{}`", cell(r, 64)),
+        None => " (revision not recorded)".to_string(),
     };
     let _ = writeln!(
         b,
-        "Checked against the checkpoint of `{}` {rev} ({} tensors, {} bytes; truth from {}). Spec from the {} stage.\n",
+        "Checked against the checkpoint of `{}`{rev}: {} tensors, {} bytes (truth from {}). Spec from the {} stage.\n",
         cell(&p.model_id, 200),
         group_digits(pv.validate.checkpoint_tensors as i128),
         group_digits(pv.validate.checkpoint_bytes),
@@ -123,7 +123,7 @@ fn summary_table(b: &mut String, p: &Prepared) {
     let rows = [
         ("Parameters, total".to_string(), group_digits(f.params_total)),
         (
-            "Parameters, active per token".to_string(),
+            "Parameters, active per token (embedding excluded)".to_string(),
             group_digits(f.params_active),
         ),
         ("Weight bytes".to_string(), bytes),
@@ -323,7 +323,7 @@ fn agents(b: &mut String, p: &Prepared) {
         cost += a.cost_usd;
         let _ = writeln!(
             b,
-            "| {} | {} | {} | {} | {} | {} / {} | ${:.2} | {} s |",
+            "| {} | {} | {} | {} | {} | {} / {} | {} | {} s |",
             a.stage,
             a.backend.as_deref().map_or("—".to_string(), |x| code(x, 40)),
             a.model.as_deref().map_or("—".to_string(), |x| code(x, 60)),
@@ -331,17 +331,27 @@ fn agents(b: &mut String, p: &Prepared) {
             a.turns,
             group_digits(a.input_tokens as i128),
             group_digits(a.output_tokens as i128),
-            a.cost_usd,
+            dollars(a.cost_usd),
             a.wall_ms / 1000
         );
     }
     if agents.len() > 1 {
         let _ = writeln!(
             b,
-            "| total | | | | {turns} | {} / {} | ${cost:.2} | |",
+            "| total | | | | {turns} | {} / {} | {} | |",
             group_digits(tin as i128),
-            group_digits(tout as i128)
+            group_digits(tout as i128),
+            dollars(cost)
         );
     }
     b.push('\n');
+}
+
+/// Cents hide what small runs cost: four decimals under a dollar.
+fn dollars(v: f64) -> String {
+    if v < 1.0 {
+        format!("${v:.4}")
+    } else {
+        format!("${v:.2}")
+    }
 }

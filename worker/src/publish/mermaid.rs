@@ -26,7 +26,11 @@ pub fn model(ir: &ModelIr, groups: &[GroupSummary]) -> String {
                 let _ = writeln!(
                     out,
                     "  subgraph {id}[\"{}\"]",
-                    label(&format!("{} · {layers} layers{role}", n.id))
+                    label(&format!(
+                        "{} · {layers} layer{}{role}",
+                        n.id,
+                        if layers == 1 { "" } else { "s" }
+                    ))
                 );
                 out.push_str("    direction LR\n");
                 for g in &mine {
