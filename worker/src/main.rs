@@ -49,6 +49,12 @@ enum Command {
     BenchQueue(cmd::bench_queue::Args),
     /// Print the generate prompt an agent would get for a model, and its size (on stderr).
     Prompt(cmd::prompt::Args),
+    /// Move a reviewed draft component into the library (git move), updating the specs that
+    /// list it; refuses when a spec using it no longer validates.
+    Promote(cmd::promote::Args),
+    /// Validate every model spec a change affects against the truth its provenance records
+    /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
+    ValidateChanged(cmd::validate_changed::Args),
 }
 
 /// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
@@ -93,6 +99,8 @@ fn main() -> ExitCode {
         Command::Revalidate(a) => cmd::revalidate::run(a),
         Command::BenchQueue(a) => cmd::bench_queue::run(a),
         Command::Prompt(a) => cmd::prompt::run(a),
+        Command::Promote(a) => cmd::promote::run(a),
+        Command::ValidateChanged(a) => cmd::validate_changed::run(a),
     };
     match result {
         Ok(code) => code,

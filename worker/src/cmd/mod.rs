@@ -5,6 +5,7 @@ pub mod explain;
 pub mod fetch;
 pub mod logs;
 pub mod ops;
+pub mod promote;
 pub mod prompt;
 pub mod retry;
 pub mod revalidate;
@@ -13,6 +14,7 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod validate;
+pub mod validate_changed;
 
 /// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
 #[derive(clap::Args)]

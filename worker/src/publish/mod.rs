@@ -23,6 +23,7 @@ pub mod md;
 pub mod mermaid;
 pub mod promote;
 pub mod provenance;
+pub mod recheck;
 pub mod review;
 
 use std::path::{Path, PathBuf};
