@@ -271,3 +271,37 @@ fn validate_changed_uses_the_truth_a_provenance_record_names() {
     let out = r.run(&["validate-changed", "--base", &base, "--offline", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// The workflow a spec repository runs is YAML GitHub accepts, triggers on pull requests, and
+/// calls this binary's commands with flags they have (so it cannot drift from the CLI).
+#[test]
+fn the_spec_repository_workflow_calls_real_commands() {
+    let path = project_root().join(".github/workflows/validate-specs.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let opts = serde_saphyr::options! { strict_booleans: true };
+    let wf: serde_json::Value = serde_saphyr::from_str_with_options(&text, opts).unwrap();
+    assert!(wf["on"]["pull_request"].is_object(), "{wf:#}");
+    assert_eq!(wf["permissions"]["pull-requests"], "write");
+    let steps = wf["jobs"]["validate"]["steps"].as_array().unwrap();
+    let mut calls = 0;
+    for step in steps {
+        let Some(run) = step["run"].as_str() else { continue };
+        let joined = run.replace("\\\n", " ");
+        for line in joined.lines() {
+            let Some(at) = line.find("harch-worker ") else { continue };
+            let words: Vec<&str> = line[at..].split_whitespace().collect();
+            let sub = words[1];
+            let help = Command::new(BIN).args([sub, "--help"]).output().unwrap();
+            assert!(help.status.success(), "`harch-worker {sub}` does not exist");
+            let help = String::from_utf8_lossy(&help.stdout);
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                assert!(help.contains(flag), "`harch-worker {sub}` has no {flag}");
+            }
+            calls += 1;
+        }
+        for script in joined.split_whitespace().filter(|w| w.starts_with("scripts/")) {
+            assert!(project_root().join(script).is_file(), "{script} is missing");
+        }
+    }
+    assert_eq!(calls, 1, "the workflow should run validate-changed once");
+}
