@@ -12,7 +12,7 @@ mod fake_github;
 use std::path::{Path, PathBuf};
 
 use fake_github::FakeGitHub;
-use harch_worker::publish::config::{Target, Token};
+use harch_worker::publish::config::{Auth, Target, Token};
 use harch_worker::publish::{PublishError, PublishReport, PublishRequest, publish};
 use harch_worker::queue::config::{DEFAULT_TOML, PublishSettings, Settings};
 use harch_worker::queue::record::{JobKind, JobRecord, JobRequest, StageState};
@@ -91,7 +91,7 @@ impl World {
             branch_prefix: "harch/".into(),
             api_url: self.gh.uri(),
             token_env: "GITHUB_TOKEN".into(),
-            token: Token::new(TOKEN.into()),
+            auth: Auth::Token(Token::new(TOKEN.into())),
             author_name: "harch-bot".into(),
             author_email: "harch-bot@example.com".into(),
             max_wait_s: 5,
@@ -654,7 +654,7 @@ async fn over_http(w: &World, token: &str) -> (fake_github::git_http::GitHttp, T
     let http = fake_github::git_http::GitHttp::start(w.tmp.path(), TOKEN).await;
     let mut t = w.target();
     t.remote_url = http.url("remote.git");
-    t.token = Token::new(token.into());
+    t.auth = Auth::Token(Token::new(token.into()));
     (http, t)
 }
 
@@ -676,7 +676,7 @@ async fn pushing_over_http_authenticates_with_the_token() {
 async fn a_token_the_git_server_refuses_is_permanent() {
     let w = World::new().await;
     let (_http, mut t) = over_http(&w, "ghs_wrong").await;
-    t.token = Token::new("ghs_wrong".into());
+    t.auth = Auth::Token(Token::new("ghs_wrong".into()));
     let (job, dir) = w.job("job-a", Some(pass_review()));
     let m = expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "authentication failed");
     assert!(!m.contains("ghs_wrong"), "{m}");
@@ -735,4 +735,66 @@ async fn the_pr_body_of_a_library_model_matches_the_golden_file() {
         );
     }
     assert!(body.contains("```mermaid\nflowchart TD\n"));
+}
+
+#[tokio::test]
+async fn a_github_app_publishes_with_an_installation_token_it_mints() {
+    let w = World::new().await;
+    let dir = w.tmp.path().join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key.pem");
+    let public = dir.join("public.pem");
+    for args in [
+        vec!["genrsa", "-out", key.to_str().unwrap(), "2048"],
+        vec!["rsa", "-in", key.to_str().unwrap(), "-pubout", "-out", public.to_str().unwrap()],
+    ] {
+        let out = std::process::Command::new("openssl").args(&args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}");
+    }
+    let pem = std::fs::read_to_string(&key).unwrap();
+    w.gh.state.lock().unwrap().app = Some((42, 4242, public));
+    let mut t = w.target();
+    t.auth = Auth::App {
+        app_id: 42,
+        key: Token::new(pem.clone()),
+        installation_id: 0,
+        key_env: "GITHUB_APP_PRIVATE_KEY".into(),
+    };
+    let (job, dir) = w.job("job-a", Some(pass_review()));
+    w.publish_job(&job, &dir, Some(t)).await.unwrap();
+    w.assert_no_violations();
+    assert_eq!(w.gh.prs().len(), 1);
+    assert_eq!(w.gh.count("GET", "/repos/acme/specs/installation"), 1);
+    let mint = w
+        .gh
+        .calls()
+        .into_iter()
+        .find(|c| c.path == "/app/installations/4242/access_tokens")
+        .unwrap();
+    // Least privilege: the token is for the spec repository and publishing's permissions only.
+    assert_eq!(mint.body["repositories"], json!(["specs"]));
+    assert_eq!(mint.body["permissions"]["contents"], "write");
+    let body_line = pem.lines().nth(1).unwrap();
+    for_each_file(&w.data_dir(), &mut |p| {
+        let text = String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
+        assert!(!text.contains(body_line), "the app's key is in {}", p.display());
+    });
+
+    // A key that is not the app's: GitHub refuses the JWT, a permanent failure.
+    let other = w.tmp.path().join("app/other.pem");
+    let out = std::process::Command::new("openssl")
+        .args(["genrsa", "-out", other.to_str().unwrap(), "2048"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut t = w.target();
+    t.auth = Auth::App {
+        app_id: 42,
+        key: Token::new(std::fs::read_to_string(&other).unwrap()),
+        installation_id: 4242,
+        key_env: "GITHUB_APP_PRIVATE_KEY".into(),
+    };
+    let (job, dir) = w.job("job-b", Some(pass_review()));
+    let m = expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "HTTP 401");
+    assert!(m.contains("GitHub App 42"), "{m}");
 }

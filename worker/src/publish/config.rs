@@ -28,6 +28,22 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// Who publishes.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// A token (fine-grained personal access token, or any token minted elsewhere).
+    Token(Token),
+    /// A GitHub App: an installation token is minted for each publish.
+    App {
+        app_id: u64,
+        /// The app's private key (PEM).
+        key: Token,
+        /// 0: the app's installation on the repository, looked up.
+        installation_id: u64,
+        key_env: String,
+    },
+}
+
 /// Where one publish goes.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -38,7 +54,7 @@ pub struct Target {
     pub branch_prefix: String,
     pub api_url: String,
     pub token_env: String,
-    pub token: Token,
+    pub auth: Auth,
     pub author_name: String,
     pub author_email: String,
     pub max_wait_s: u64,
@@ -79,14 +95,27 @@ pub fn resolve(
         return Ok(None);
     }
     let (owner, name) = split_repo(repo).map_err(|e| PublishError::permanent(e.to_string()))?;
-    let token = env(&s.token_env)
-        .filter(|t| !t.trim().is_empty())
-        .ok_or_else(|| {
+    let secret = |var: &str, what: &str| {
+        env(var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
             PublishError::permanent(format!(
-                "publish.repo is `{repo}` but ${} is empty: set it to a token that may push to {repo} and open pull requests (docs/publishing.md)",
-                s.token_env
+                "publish.repo is `{repo}` but ${var} is empty: set it to {what} (docs/publishing.md)"
             ))
-        })?;
+        })
+    };
+    let auth = if s.app_id != 0 {
+        Auth::App {
+            app_id: s.app_id,
+            key: Token::new(secret(&s.app_key_env, "the GitHub App's private key (PEM)")?),
+            installation_id: s.installation_id,
+            key_env: s.app_key_env.clone(),
+        }
+    } else {
+        let t = secret(
+            &s.token_env,
+            &format!("a token that may push to {repo} and open pull requests"),
+        )?;
+        Auth::Token(Token::new(t.trim().to_string()))
+    };
     let remote_url = if s.remote_url.trim().is_empty() {
         default_remote(&s.api_url, owner, name)
     } else {
@@ -107,7 +136,7 @@ pub fn resolve(
         branch_prefix: s.branch_prefix.clone(),
         api_url: s.api_url.trim().trim_end_matches('/').to_string(),
         token_env: s.token_env.clone(),
-        token: Token::new(token.trim().to_string()),
+        auth,
         author_name: s.author_name.clone(),
         author_email: s.author_email.clone(),
         max_wait_s: s.max_wait_s,
@@ -160,16 +189,18 @@ pub fn check(s: &PublishSettings, agent: &AgentSettings) -> anyhow::Result<()> {
     }
     split_repo(s.repo.trim())?;
     let var = s.token_env.trim();
-    if var.is_empty() {
-        bail!("publish.token_env is empty: name the variable that holds the token");
-    }
-    if !harch_sandbox::is_forbidden_env(var) {
-        bail!(
-            "publish.token_env `{var}` is a name the agent sandbox would accept: use one it refuses (GITHUB_TOKEN, GH_TOKEN, HARCH_PUBLISH_TOKEN, or any GITHUB_*, GH_*, HARCH_PUBLISH*, HARCH_GITHUB* name)"
-        );
-    }
-    if var.eq_ignore_ascii_case(agent.openai_api_key_env.trim()) {
-        bail!("publish.token_env `{var}` is also agent.openai_api_key_env");
+    for (key, name) in [("token_env", var), ("app_key_env", s.app_key_env.trim())] {
+        if name.is_empty() {
+            bail!("publish.{key} is empty: name the variable that holds the secret");
+        }
+        if !harch_sandbox::is_forbidden_env(name) {
+            bail!(
+                "publish.{key} `{name}` is a name the agent sandbox would accept: use one it refuses (GITHUB_TOKEN, GH_TOKEN, HARCH_PUBLISH_TOKEN, or any GITHUB_*, GH_*, HARCH_PUBLISH*, HARCH_GITHUB* name)"
+            );
+        }
+        if name.eq_ignore_ascii_case(agent.openai_api_key_env.trim()) {
+            bail!("publish.{key} `{name}` is also agent.openai_api_key_env");
+        }
     }
     if has_userinfo(&s.remote_url) {
         bail!(
@@ -230,6 +261,7 @@ mod tests {
         })
         .unwrap()
         .unwrap();
+        assert!(matches!(&t.auth, Auth::Token(x) if x.expose() == "ghs_secret"));
         assert_eq!(t.remote_url, "https://github.com/acme/specs.git");
         assert_eq!(t.clone_dir, Path::new("/d/publish/acme__specs.git"));
         assert_eq!(
@@ -237,6 +269,16 @@ mod tests {
             "harch/deepseek-ai__DeepSeek-V3"
         );
         assert!(!format!("{t:?}").contains("ghs_secret"));
+        p.app_id = 7;
+        let err = resolve(&p, Path::new("/d"), |_| None).unwrap_err();
+        assert!(err.to_string().contains("$GITHUB_APP_PRIVATE_KEY"), "{err}");
+        let t = resolve(&p, Path::new("/d"), |k| {
+            (k == "GITHUB_APP_PRIVATE_KEY").then(|| "-----BEGIN".to_string())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(matches!(t.auth, Auth::App { app_id: 7, .. }));
+        assert!(!format!("{t:?}").contains("BEGIN"));
     }
 
     #[test]
@@ -256,6 +298,7 @@ mod tests {
         for (field, value, needle) in [
             ("token_env", "MY_TOKEN", "sandbox would accept"),
             ("token_env", "OPENAI_API_KEY", "sandbox would accept"),
+            ("app_key_env", "APP_KEY", "sandbox would accept"),
             (
                 "remote_url",
                 "https://x-access-token:ghp_1@github.com/a/b.git",
@@ -270,6 +313,7 @@ mod tests {
             match field {
                 "token_env" => bad.token_env = value.into(),
                 "remote_url" => bad.remote_url = value.into(),
+                "app_key_env" => bad.app_key_env = value.into(),
                 "repo" => bad.repo = value.into(),
                 "base_branch" => bad.base_branch = value.into(),
                 _ => bad.branch_prefix = value.into(),

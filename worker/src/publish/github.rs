@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::PublishError;
 use super::bundle::LABEL_PREFIX;
-use super::config::Target;
+use super::config::{Auth, Target, Token};
 
 /// Rate-limit waits one request may sit out before it gives up (as a transient failure).
 const RATE_LIMIT_TRIES: u32 = 3;
@@ -25,7 +25,8 @@ pub struct GitHub {
     octo: Octocrab,
     owner: String,
     repo: String,
-    token_env: String,
+    /// What authenticates the requests, for messages (never the secret itself).
+    credential: String,
     graphql_url: String,
     max_wait: Duration,
     /// Rate-limit waits sat out, for the stage's log.
@@ -110,31 +111,106 @@ impl Failure {
     }
 }
 
+/// The token a publish uses: the configured one, or for a GitHub App a fresh installation
+/// token, scoped to the spec repository and to the permissions publishing needs.
+pub async fn token_for(t: &Target) -> Result<Token, PublishError> {
+    let (app_id, key, installation_id, key_env) = match &t.auth {
+        Auth::Token(token) => return Ok(token.clone()),
+        Auth::App {
+            app_id,
+            key,
+            installation_id,
+            key_env,
+        } => (*app_id, key, *installation_id, key_env),
+    };
+    let octo = builder(t)?
+        .app_from_rsa_pem(octocrab::models::AppId(app_id), key.expose().as_bytes())
+        .map_err(|e| {
+            PublishError::permanent(format!(
+                "${key_env} does not hold the GitHub App's RSA private key in PEM form: {e}"
+            ))
+        })?
+        .build()
+        .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))?;
+    let mut app = GitHub::with_client(
+        octo,
+        t,
+        format!("GitHub App {app_id} (key in ${key_env})"),
+    );
+    let id = if installation_id != 0 {
+        installation_id
+    } else {
+        let uri = format!("/repos/{}/{}/installation", t.owner, t.name);
+        let v = app
+            .call(Method::GET, &uri, None)
+            .await
+            .map_err(|f| f.into_error("finding the app's installation"))?;
+        v.get("id").and_then(Value::as_u64).ok_or_else(|| {
+            PublishError::permanent(format!(
+                "GitHub App {app_id} is not installed on {}",
+                t.repo()
+            ))
+        })?
+    };
+    let uri = format!("/app/installations/{id}/access_tokens");
+    let body = json!({
+        "repositories": [t.name],
+        "permissions": {"contents": "write", "pull_requests": "write", "issues": "write"},
+    });
+    let v = app
+        .call(Method::POST, &uri, Some(&body))
+        .await
+        .map_err(|f| f.into_error("minting an installation token"))?;
+    let token = v.get("token").and_then(Value::as_str).ok_or_else(|| {
+        PublishError::transient("GitHub's installation token answer has no token")
+    })?;
+    Ok(Token::new(token.to_string()))
+}
+
+type Builder = octocrab::OctocrabBuilder<
+    octocrab::NoSvc,
+    octocrab::DefaultOctocrabBuilderConfig,
+    octocrab::NoAuth,
+    octocrab::NotLayerReady,
+>;
+
+/// Base URI, media type, API version and timeouts; authentication is added by the caller.
+fn builder(t: &Target) -> Result<Builder, PublishError> {
+    let accept = http::header::ACCEPT;
+    let version = http::HeaderName::from_static("x-github-api-version");
+    Ok(Octocrab::builder()
+        .base_uri(t.api_url.as_str())
+        .map_err(|e| PublishError::permanent(format!("publish.api_url `{}`: {e}", t.api_url)))?
+        .add_header(accept, "application/vnd.github+json".into())
+        .add_header(version, "2022-11-28".into())
+        .set_connect_timeout(Some(Duration::from_secs(15)))
+        .set_read_timeout(Some(Duration::from_secs(60))))
+}
+
 impl GitHub {
-    pub fn new(t: &Target) -> Result<GitHub, PublishError> {
-        let accept = http::header::ACCEPT;
-        let version = http::HeaderName::from_static("x-github-api-version");
-        let octo = Octocrab::builder()
-            .base_uri(t.api_url.as_str())
-            .map_err(|e| {
-                PublishError::permanent(format!("publish.api_url `{}`: {e}", t.api_url))
-            })?
-            .personal_token(t.token.expose().to_string())
-            .add_header(accept, "application/vnd.github+json".into())
-            .add_header(version, "2022-11-28".into())
-            .set_connect_timeout(Some(Duration::from_secs(15)))
-            .set_read_timeout(Some(Duration::from_secs(60)))
+    /// A client that authenticates with `token` (see [`token_for`]).
+    pub fn new(t: &Target, token: &Token) -> Result<GitHub, PublishError> {
+        let octo = builder(t)?
+            .personal_token(token.expose().to_string())
             .build()
             .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))?;
-        Ok(GitHub {
+        let credential = match &t.auth {
+            Auth::Token(_) => format!("the token in ${}", t.token_env),
+            Auth::App { app_id, .. } => format!("the installation token of GitHub App {app_id}"),
+        };
+        Ok(GitHub::with_client(octo, t, credential))
+    }
+
+    fn with_client(octo: Octocrab, t: &Target, credential: String) -> GitHub {
+        GitHub {
             octo,
             owner: t.owner.clone(),
             repo: t.name.clone(),
-            token_env: t.token_env.clone(),
+            credential,
             graphql_url: graphql_url(&t.api_url),
             max_wait: Duration::from_secs(t.max_wait_s),
             waits: Vec::new(),
-        })
+        }
     }
 
     /// Opens the branch's pull request, or brings the open one up to date.
@@ -368,18 +444,18 @@ impl GitHub {
             }
             return Err(match status.as_u16() {
                 401 => PublishError::permanent(format!(
-                    "{what}: GitHub refused the token in ${} (HTTP 401: {message}); it is wrong, expired or revoked",
-                    self.token_env
+                    "{what}: GitHub refused {} (HTTP 401: {message}); it is wrong, expired or revoked",
+                    self.credential
                 ))
                 .into(),
                 403 => PublishError::permanent(format!(
-                    "{what}: the token in ${} may not do this (HTTP 403: {message}); it needs contents, pull requests and issues: write on {}/{}",
-                    self.token_env, self.owner, self.repo
+                    "{what}: {} may not do this (HTTP 403: {message}); it needs contents, pull requests and issues: write on {}/{}",
+                    self.credential, self.owner, self.repo
                 ))
                 .into(),
                 404 => PublishError::permanent(format!(
-                    "{what}: HTTP 404 ({message}): no repository {}/{}, or the token in ${} cannot see it",
-                    self.owner, self.repo, self.token_env
+                    "{what}: HTTP 404 ({message}): no such repository or installation, or {} cannot see {}/{}",
+                    self.credential, self.owner, self.repo
                 ))
                 .into(),
                 422 => Failure::Unprocessable(message),

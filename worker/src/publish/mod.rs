@@ -109,10 +109,11 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
             "the model's branch `{branch}` is the base branch: refusing to push to it"
         )));
     }
+    let token = github::token_for(&target).await?;
     let t = target.clone();
-    let (b, p) = (branch.clone(), prepared.clone());
+    let (b, p, tok) = (branch.clone(), prepared.clone(), token.clone());
     let (proposal, outcome) = tokio::task::spawn_blocking(move || {
-        let repo = SpecRepo::open(&t.clone_dir, &t.remote_url, Some(t.token.clone()))?;
+        let repo = SpecRepo::open(&t.clone_dir, &t.remote_url, Some(tok))?;
         let state = repo.fetch(&t.base_branch, &b)?;
         let facts = BaseFacts::of(&p, |path| repo.has_path(state.base, path));
         let proposal = bundle::propose(&p, &facts);
@@ -154,7 +155,7 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
         );
         return Ok(r);
     }
-    let mut gh = GitHub::new(&target)?;
+    let mut gh = GitHub::new(&target, &token)?;
     let pr = gh
         .open_or_update(&PrRequest {
             branch: &branch,

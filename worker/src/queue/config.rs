@@ -136,6 +136,9 @@ mod defaults {
     pub fn max_wait_s() -> u64 {
         60
     }
+    pub fn app_key_env() -> String {
+        "GITHUB_APP_PRIVATE_KEY".into()
+    }
 }
 
 /// Where verified specs are proposed. An empty `repo` makes the publish stage a dry run.
@@ -165,6 +168,15 @@ pub struct PublishSettings {
     /// Local clone of the spec repository; empty: `<data_dir>/publish/<owner>__<name>.git`.
     #[serde(default)]
     pub clone_dir: String,
+    /// A GitHub App to publish as (0: use the token in `token_env`).
+    #[serde(default)]
+    pub app_id: u64,
+    /// The variable holding the app's private key (PEM).
+    #[serde(default = "defaults::app_key_env")]
+    pub app_key_env: String,
+    /// The app's installation on the spec repository (0: looked up).
+    #[serde(default)]
+    pub installation_id: u64,
 }
 
 /// Where jobs wait.
@@ -335,6 +347,13 @@ impl Settings {
         over!("HARCH_PUBLISH_AUTHOR_EMAIL", self.publish.author_email, text);
         over!("HARCH_PUBLISH_MAX_WAIT_S", self.publish.max_wait_s, num);
         over!("HARCH_PUBLISH_CLONE_DIR", self.publish.clone_dir, text);
+        over!("HARCH_PUBLISH_APP_ID", self.publish.app_id, num);
+        over!("HARCH_PUBLISH_APP_KEY_ENV", self.publish.app_key_env, text);
+        over!(
+            "HARCH_PUBLISH_INSTALLATION_ID",
+            self.publish.installation_id,
+            num
+        );
         Ok(())
     }
 

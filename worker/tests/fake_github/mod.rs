@@ -49,6 +49,8 @@ pub struct State {
     faults: VecDeque<Fault>,
     /// Lists answered with no pull requests, whatever exists (a lagging search index).
     pub stale_lists: u32,
+    /// A GitHub App installed on the repository: (app id, installation id, public key PEM).
+    pub app: Option<(u64, u64, PathBuf)>,
 }
 
 #[derive(Clone)]
@@ -170,6 +172,11 @@ impl FakeGitHub {
                 .unwrap_or("")
                 .to_string()
         };
+        let as_app = path.starts_with("/app/")
+            || path == format!("/repos/{}/{}/installation", self.owner, self.repo);
+        if as_app {
+            return self.app_call(&mut st, &method, &path, &body, &header("authorization"));
+        }
         if header("authorization") != format!("Bearer {}", self.token) {
             st.violations
                 .push(format!("{method} {path}: wrong or missing Authorization"));
@@ -305,6 +312,39 @@ impl FakeGitHub {
         }
     }
 
+    /// The app's own endpoints: authenticated by a JWT the app's key signed (RS256, `iss` the
+    /// app id), checked with openssl against the public key.
+    fn app_call(
+        &self,
+        st: &mut State,
+        method: &str,
+        path: &str,
+        body: &Value,
+        auth: &str,
+    ) -> ResponseTemplate {
+        let Some((app_id, installation, public)) = st.app.clone() else {
+            return unexpected(st, method, path);
+        };
+        if let Err(why) = check_jwt(auth, app_id, &public) {
+            st.violations.push(format!("{method} {path}: {why}"));
+            return ResponseTemplate::new(401)
+                .set_body_json(json!({"message": "A JSON web token could not be decoded"}));
+        }
+        if method == "GET" && path.ends_with("/installation") {
+            return ResponseTemplate::new(200)
+                .set_body_json(json!({"id": installation, "app_id": app_id}));
+        }
+        if method == "POST" && path == format!("/app/installations/{installation}/access_tokens") {
+            return ResponseTemplate::new(201).set_body_json(json!({
+                "token": self.token,
+                "expires_at": "2099-01-01T00:00:00Z",
+                "permissions": body["permissions"],
+                "repositories": body["repositories"],
+            }));
+        }
+        unexpected(st, method, path)
+    }
+
     fn graphql(&self, st: &mut State, body: &Value) -> ResponseTemplate {
         let query = body["query"].as_str().unwrap_or("");
         let id = body["variables"]["id"].as_str().unwrap_or("");
@@ -330,6 +370,61 @@ impl FakeGitHub {
         ResponseTemplate::new(200)
             .set_body_json(json!({"data": {"x": {"pullRequest": {"isDraft": to_draft}}}}))
     }
+}
+
+fn check_jwt(auth: &str, app_id: u64, public: &std::path::Path) -> Result<(), String> {
+    let jwt = auth.strip_prefix("Bearer ").ok_or("no bearer JWT")?;
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [h, p, sig] = parts.as_slice() else {
+        return Err("not a JWT".into());
+    };
+    let header: Value = serde_json::from_slice(&b64url(h)?).map_err(|e| e.to_string())?;
+    let payload: Value = serde_json::from_slice(&b64url(p)?).map_err(|e| e.to_string())?;
+    if header["alg"] != "RS256" {
+        return Err(format!("JWT alg {}", header["alg"]));
+    }
+    let iss = payload["iss"].as_u64().or_else(|| payload["iss"].as_str()?.parse().ok());
+    if iss != Some(app_id) {
+        return Err(format!("JWT iss {} is not the app {app_id}", payload["iss"]));
+    }
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::write(dir.path().join("input"), format!("{h}.{p}")).map_err(|e| e.to_string())?;
+    std::fs::write(dir.path().join("sig"), b64url(sig)?).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("openssl")
+        .args(["dgst", "-sha256", "-verify"])
+        .arg(public)
+        .arg("-signature")
+        .arg(dir.path().join("sig"))
+        .arg(dir.path().join("input"))
+        .output()
+        .map_err(|e| format!("openssl: {e}"))?;
+    if !out.status.success() {
+        return Err("the JWT's signature does not verify with the app's public key".into());
+    }
+    Ok(())
+}
+
+fn b64url(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return Err(format!("bad base64url byte {c}")),
+        };
+        acc = acc << 6 | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Ok(out)
 }
 
 fn find<'a>(st: &'a mut State, n: &str) -> Option<&'a mut Pr> {
