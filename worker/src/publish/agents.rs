@@ -79,12 +79,11 @@ pub fn co_author_trailers(stages: &[AgentStage]) -> Vec<String> {
         }
         let Some(b) = &s.backend else { continue };
         let name = match &s.model {
-            Some(m) => format!("{b} agent ({m})"),
-            None => format!("{b} agent"),
+            Some(m) => format!("{} agent ({})", trailer_safe(b), trailer_safe(m)),
+            None => format!("{} agent", trailer_safe(b)),
         };
         let line = format!(
-            "Co-authored-by: {} <{}@agents.harch.invalid>",
-            trailer_safe(&name),
+            "Co-authored-by: {name} <{}@agents.harch.invalid>",
             trailer_safe(b).replace(' ', "-")
         );
         if !seen.contains(&line) {
@@ -99,8 +98,9 @@ fn trailer_safe(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() || c == '<' || c == '>' { ' ' } else { c })
         .collect::<String>()
-        .trim()
-        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(stages[0].turns, 5);
         assert_eq!(
             co_author_trailers(&stages),
-            ["Co-authored-by: claude agent (opus  x) <claude@agents.harch.invalid>"]
+            ["Co-authored-by: claude agent (opus x) <claude@agents.harch.invalid>"]
         );
     }
 }
