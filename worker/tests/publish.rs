@@ -798,3 +798,79 @@ async fn a_github_app_publishes_with_an_installation_token_it_mints() {
     let m = expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "HTTP 401");
     assert!(m.contains("GitHub App 42"), "{m}");
 }
+
+#[tokio::test]
+async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not() {
+    let w = World::new().await;
+    let (job, dir) = w.job("job-a", Some(pass_review()));
+    let spec = dir.join("generate/spec");
+    let lib = std::fs::read_to_string(project_root().join("specs/components/library/swiglu_mlp.yaml"))
+        .unwrap();
+    std::fs::create_dir_all(spec.join("components/drafts")).unwrap();
+    std::fs::write(
+        spec.join("components/drafts/swiglu_mlp_v2.yaml"),
+        lib.replace("component: swiglu_mlp\n", "component: swiglu_mlp_v2\n"),
+    )
+    .unwrap();
+    // Left behind by the agent, listed nowhere: not part of the proposal.
+    std::fs::write(
+        spec.join("components/drafts/scratch.yaml"),
+        lib.replace("component: swiglu_mlp\n", "component: scratch\n"),
+    )
+    .unwrap();
+    let llama = std::fs::read_to_string(spec.join("models/llama.yaml")).unwrap();
+    std::fs::write(
+        spec.join("models/llama.yaml"),
+        llama
+            .replace("ffn: swiglu_mlp }", "ffn: swiglu_mlp_v2 }")
+            .replace("blocks:\n", "drafts: [swiglu_mlp_v2]\nblocks:\n"),
+    )
+    .unwrap();
+    let r = w.publish_job(&job, &dir, Some(w.target())).await.unwrap();
+    w.assert_no_violations();
+    assert_eq!(
+        r.files,
+        [
+            "specs/components/drafts/swiglu_mlp_v2.yaml",
+            "specs/models/llama.yaml",
+            "specs/provenance/meta-llama__Llama-3.1-8B.json"
+        ]
+    );
+    let pr = &w.gh.prs()[0];
+    assert!(pr.labels.contains(&"harch:new-components".to_string()), "{:?}", pr.labels);
+    let section = pr.body.split("### New components").nth(1).expect("no components section");
+    assert!(section.contains("#### `swiglu_mlp_v2` (new draft, `specs/components/drafts/swiglu_mlp_v2.yaml`)"), "{section}");
+    assert!(section.contains("```mermaid\nflowchart TD\n"), "{section}");
+    assert!(!pr.body.contains("scratch"));
+    assert!(pr.body.contains("ffn: swiglu_mlp_v2"), "the model diagram names the draft");
+}
+
+#[tokio::test]
+async fn a_huge_review_stays_under_githubs_body_limit_and_the_rows_go_to_the_provenance_file() {
+    let w = World::new().await;
+    let long = "x".repeat(150);
+    let rows: Vec<Value> = (0..3000)
+        .map(|i| {
+            json!({"step": format!("step {i} {long}"), "node": "layers", "status": "consistent",
+                "verdict": if i % 2 == 0 { "verified" } else { "unverified" }})
+        })
+        .collect();
+    let review = json!({"verdict": "NO_PASS", "reasons": ["unverified rows"], "mapping": rows});
+    let (job, dir) = w.job("job-a", Some(review));
+    let r = w.publish_job(&job, &dir, None).await.unwrap();
+    assert!(r.draft);
+    let out = dir.join(".staging/publish");
+    let body = std::fs::read_to_string(out.join("pr-body.md")).unwrap();
+    assert!(body.chars().count() <= harch_worker::publish::body::MAX_BODY_CHARS);
+    assert!(
+        body.contains("more rows in `specs/provenance/meta-llama__Llama-3.1-8B.json` (`review.mapping`), 1460 of them not verified"),
+        "{}",
+        &body[body.len() - 400..]
+    );
+    assert!(body.contains("```mermaid"), "the model diagram is kept");
+    let prov: Value = serde_json::from_slice(
+        &std::fs::read(out.join("bundle/specs/provenance/meta-llama__Llama-3.1-8B.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(prov["review"]["mapping"].as_array().unwrap().len(), 3000);
+}

@@ -261,11 +261,17 @@ fn review(b: &mut String, p: &Prepared, compact: bool) {
             );
         }
         if rows.len() < r.mapping.len() {
+            let open_left = r.open_rows().len() - rows.len();
             let _ = writeln!(
                 b,
-                "\n{} more rows (all verified and consistent) in `{}` (`review.mapping`).",
+                "\n{} more rows in `{}` (`review.mapping`), {}.",
                 r.mapping.len() - rows.len(),
-                p.provenance_path
+                p.provenance_path,
+                if open_left == 0 {
+                    "all verified and consistent".to_string()
+                } else {
+                    format!("{open_left} of them not verified")
+                }
             );
         }
         b.push('\n');
