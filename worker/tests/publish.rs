@@ -874,3 +874,28 @@ async fn a_huge_review_stays_under_githubs_body_limit_and_the_rows_go_to_the_pro
     .unwrap();
     assert_eq!(prov["review"]["mapping"].as_array().unwrap().len(), 3000);
 }
+
+#[tokio::test]
+async fn a_repository_without_draft_pull_requests_gets_a_ready_one_with_the_warning() {
+    let w = World::new().await;
+    w.gh.state.lock().unwrap().no_drafts = true;
+    let r = w.publish("job-a", Some(pass_review())).await.unwrap();
+    assert!(!r.pull_request.unwrap().draft_unsupported);
+    // A later NO_PASS would make it a draft; the repository cannot: the warning does.
+    let r = w.publish("job-b", Some(no_pass_review())).await.unwrap();
+    w.assert_no_violations();
+    let pr = r.pull_request.unwrap();
+    assert!(pr.draft_unsupported);
+    assert!(!pr.draft);
+    let prs = w.gh.prs();
+    assert_eq!(prs.len(), 1);
+    assert!(!prs[0].draft);
+    assert!(prs[0].body.contains("> **Draft: not ready to merge.**"));
+    // And a first publish that should be a draft is opened ready.
+    let w = World::new().await;
+    w.gh.state.lock().unwrap().no_drafts = true;
+    let r = w.publish("job-a", Some(no_pass_review())).await.unwrap();
+    assert!(r.pull_request.unwrap().draft_unsupported);
+    assert_eq!(w.gh.count("POST", "/pulls"), 2);
+    assert!(!w.gh.prs()[0].draft);
+}

@@ -218,7 +218,8 @@ impl GitHub {
         let mut draft_unsupported = false;
         let (pr, action) = match self.find_open(want.branch).await? {
             Some(pr) => {
-                let changed = self.update(&pr, want).await?;
+                let (changed, unsupported) = self.update(&pr, want).await?;
+                draft_unsupported = unsupported;
                 (pr, if changed { "updated" } else { "unchanged" })
             }
             None => match self.create(want, want.draft).await {
@@ -231,7 +232,7 @@ impl GitHub {
                             want.branch
                         ))
                     })?;
-                    self.update(&pr, want).await?;
+                    draft_unsupported = self.update(&pr, want).await?.1;
                     (pr, "updated")
                 }
                 Err(Failure::Unprocessable(m)) if want.draft && m.to_lowercase().contains("draft") => {
@@ -295,8 +296,12 @@ impl GitHub {
     }
 
     /// Edits title and body when they differ, and switches draft state when it differs.
-    /// Returns whether anything changed.
-    async fn update(&mut self, pr: &PullRequest, want: &PrRequest<'_>) -> Result<bool, PublishError> {
+    /// Returns whether anything changed, and whether the repository refused draft state.
+    async fn update(
+        &mut self,
+        pr: &PullRequest,
+        want: &PrRequest<'_>,
+    ) -> Result<(bool, bool), PublishError> {
         let mut changed = false;
         if pr.title != want.title || pr.body.as_deref().unwrap_or("") != want.body {
             let uri = format!("/repos/{}/{}/pulls/{}", self.owner, self.repo, pr.number);
@@ -306,34 +311,39 @@ impl GitHub {
                 .map_err(|f| f.into_error("updating the pull request"))?;
             changed = true;
         }
-        if pr.draft != want.draft {
-            // REST ignores `draft` on PATCH: only GraphQL switches it.
-            let mutation = if want.draft {
-                "mutation($id: ID!) { convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
-            } else {
-                "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
-            };
-            let body = json!({ "query": mutation, "variables": { "id": pr.node_id } });
-            let url = self.graphql_url.clone();
-            let v = self
-                .call(Method::POST, &url, Some(&body))
-                .await
-                .map_err(|f| f.into_error("switching the pull request's draft state"))?;
-            if let Some(errors) = v.get("errors").and_then(Value::as_array)
-                && !errors.is_empty()
-            {
-                let msgs: Vec<&str> = errors
-                    .iter()
-                    .filter_map(|e| e.get("message").and_then(Value::as_str))
-                    .collect();
-                return Err(PublishError::permanent(format!(
-                    "switching the pull request's draft state: {} (the token needs pull requests: write)",
-                    msgs.join("; ")
-                )));
-            }
-            changed = true;
+        if pr.draft == want.draft {
+            return Ok((changed, false));
         }
-        Ok(changed)
+        // REST ignores `draft` on PATCH: only GraphQL switches it.
+        let mutation = if want.draft {
+            "mutation($id: ID!) { convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
+        } else {
+            "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
+        };
+        let body = json!({ "query": mutation, "variables": { "id": pr.node_id } });
+        let url = self.graphql_url.clone();
+        let v = self
+            .call(Method::POST, &url, Some(&body))
+            .await
+            .map_err(|f| f.into_error("switching the pull request's draft state"))?;
+        let errors: Vec<&str> = v
+            .get("errors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.get("message").and_then(Value::as_str))
+            .collect();
+        if errors.is_empty() {
+            return Ok((true, false));
+        }
+        let text = errors.join("; ");
+        if want.draft && text.to_lowercase().contains("not supported") {
+            // The warning on top of the body stands in for draft state.
+            return Ok((changed, true));
+        }
+        Err(PublishError::permanent(format!(
+            "switching the pull request's draft state: {text} (the token needs pull requests: write)"
+        )))
     }
 
     /// Adds the labels harch wants and removes harch's labels it no longer wants; labels

@@ -51,6 +51,8 @@ pub struct State {
     pub stale_lists: u32,
     /// A GitHub App installed on the repository: (app id, installation id, public key PEM).
     pub app: Option<(u64, u64, PathBuf)>,
+    /// The repository's plan has no draft pull requests.
+    pub no_drafts: bool,
 }
 
 #[derive(Clone)]
@@ -248,6 +250,13 @@ impl FakeGitHub {
                             "message": format!("A pull request already exists for {}:{head}.", self.owner)}],
                     }));
                 }
+                if st.no_drafts && body["draft"] == true {
+                    return ResponseTemplate::new(422).set_body_json(json!({
+                        "message": "Validation Failed",
+                        "errors": [{"resource": "PullRequest", "code": "custom",
+                            "message": "Draft pull requests are not supported in this repository."}],
+                    }));
+                }
                 let pr = Pr {
                     number: st.prs.len() as u64 + 1,
                     title: body["title"].as_str().unwrap_or("").into(),
@@ -357,6 +366,12 @@ impl FakeGitHub {
             return ResponseTemplate::new(200)
                 .set_body_json(json!({"errors": [{"message": "unknown"}]}));
         };
+        if to_draft && st.no_drafts {
+            return ResponseTemplate::new(200).set_body_json(json!({
+                "data": null,
+                "errors": [{"message": "Draft pull requests are not supported in this repository."}]
+            }));
+        }
         let Some(pr) = st
             .prs
             .iter_mut()
