@@ -39,7 +39,8 @@ impl SpecRepo {
         for sub in ["arch", "quant", "components/library", "models"] {
             copy_dir(&project_root().join("specs").join(sub), &specs.join(sub));
         }
-        let lib = std::fs::read_to_string(specs.join("components/library/swiglu_mlp.yaml")).unwrap();
+        let lib =
+            std::fs::read_to_string(specs.join("components/library/swiglu_mlp.yaml")).unwrap();
         let draft = lib.replace("component: swiglu_mlp\n", &format!("component: {DRAFT}\n"));
         assert_ne!(draft, lib);
         std::fs::create_dir_all(specs.join("components/drafts")).unwrap();
@@ -167,7 +168,11 @@ fn promote_refuses_a_library_component_and_an_unknown_name() {
     let r = SpecRepo::new();
     let out = r.run(&["promote", "swiglu_mlp", "--offline"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).contains("already a library component"), "{}", text(&out));
+    assert!(
+        text(&out).contains("already a library component"),
+        "{}",
+        text(&out)
+    );
     let out = r.run(&["promote", "nope", "--offline"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains(DRAFT), "{}", text(&out));
@@ -183,7 +188,11 @@ fn validate_changed_checks_the_specs_a_change_affects() {
     r.commit("docs");
     let out = r.run(&["validate-changed", "--base", &base, "--offline"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("none of them affects a model spec"), "{}", text(&out));
+    assert!(
+        text(&out).contains("none of them affects a model spec"),
+        "{}",
+        text(&out)
+    );
 
     // A draft edit that breaks llama: llama is checked (only llama) and fails.
     let path = format!("specs/components/drafts/{DRAFT}.yaml");
@@ -202,8 +211,14 @@ fn validate_changed_checks_the_specs_a_change_affects() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let comment = std::fs::read_to_string(&md).unwrap();
     assert!(comment.contains("0 of 1 affected specs valid"), "{comment}");
-    assert!(comment.contains("| `specs/models/llama.yaml` |"), "{comment}");
-    assert!(comment.contains("bundled snapshot of meta-llama/Llama-3.1-8B"), "{comment}");
+    assert!(
+        comment.contains("| `specs/models/llama.yaml` |"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("bundled snapshot of meta-llama/Llama-3.1-8B"),
+        "{comment}"
+    );
     assert!(comment.contains("✗"), "{comment}");
 }
 
@@ -214,9 +229,9 @@ fn validate_changed_uses_the_truth_a_provenance_record_names() {
     // A dense Qwen3 spec under a new name whose provenance says it describes the MoE
     // checkpoint: the record, not the spec's architectures, picks the truth, and the check
     // fails as it must.
-    let qwen = r
-        .read("specs/models/qwen3.yaml")
-        .replacen("model: qwen3\n", "model: qwen3_bot\n", 1);
+    let qwen =
+        r.read("specs/models/qwen3.yaml")
+            .replacen("model: qwen3\n", "model: qwen3_bot\n", 1);
     std::fs::write(r.root().join("specs/models/qwen3_bot.yaml"), qwen).unwrap();
     std::fs::create_dir_all(r.root().join("specs/provenance")).unwrap();
     let prov = serde_json::json!({
@@ -247,9 +262,15 @@ fn validate_changed_uses_the_truth_a_provenance_record_names() {
     assert_eq!(results.len(), 1, "{said}");
     assert_eq!(results[0]["spec"], "specs/models/qwen3_bot.yaml");
     assert_eq!(results[0]["model_id"], "Qwen/Qwen3-30B-A3B");
-    assert_eq!(results[0]["truth"], "bundled snapshot of Qwen/Qwen3-30B-A3B");
+    assert_eq!(
+        results[0]["truth"],
+        "bundled snapshot of Qwen/Qwen3-30B-A3B"
+    );
     assert_eq!(results[0]["valid"], false);
-    assert!(results[0]["errors"].to_string().contains("[weight]"), "{said}");
+    assert!(
+        results[0]["errors"].to_string().contains("[weight]"),
+        "{said}"
+    );
 
     // The same spec with the right record validates.
     let fixed = serde_json::to_string_pretty(&serde_json::json!({
@@ -285,10 +306,14 @@ fn the_spec_repository_workflow_calls_real_commands() {
     let steps = wf["jobs"]["validate"]["steps"].as_array().unwrap();
     let mut calls = 0;
     for step in steps {
-        let Some(run) = step["run"].as_str() else { continue };
+        let Some(run) = step["run"].as_str() else {
+            continue;
+        };
         let joined = run.replace("\\\n", " ");
         for line in joined.lines() {
-            let Some(at) = line.find("harch-worker ") else { continue };
+            let Some(at) = line.find("harch-worker ") else {
+                continue;
+            };
             let words: Vec<&str> = line[at..].split_whitespace().collect();
             let sub = words[1];
             let help = Command::new(BIN).args([sub, "--help"]).output().unwrap();
@@ -299,7 +324,10 @@ fn the_spec_repository_workflow_calls_real_commands() {
             }
             calls += 1;
         }
-        for script in joined.split_whitespace().filter(|w| w.starts_with("scripts/")) {
+        for script in joined
+            .split_whitespace()
+            .filter(|w| w.starts_with("scripts/"))
+        {
             assert!(project_root().join(script).is_file(), "{script} is missing");
         }
     }

@@ -49,7 +49,9 @@ fn init_remote(path: &Path, files: &[(&str, &str)]) {
     }
     let empty = repo.treebuilder(None).unwrap().write().unwrap();
     let empty = repo.find_tree(empty).unwrap();
-    let tree = repo.find_tree(tb.create_updated(&repo, &empty).unwrap()).unwrap();
+    let tree = repo
+        .find_tree(tb.create_updated(&repo, &empty).unwrap())
+        .unwrap();
     let sig = git2::Signature::now("Maintainer", "m@example.com").unwrap();
     repo.commit(Some("refs/heads/main"), &sig, &sig, "initial", &tree, &[])
         .unwrap();
@@ -136,7 +138,11 @@ impl World {
                 s.attempts = 1;
             }
         }
-        let g = job.stages.iter_mut().find(|s| s.name == "generate").unwrap();
+        let g = job
+            .stages
+            .iter_mut()
+            .find(|s| s.name == "generate")
+            .unwrap();
         g.usage.turns = 5;
         g.usage.input_tokens = 1500;
         g.usage.output_tokens = 150;
@@ -144,7 +150,11 @@ impl World {
         g.summary = json!({"agent": "claude", "backend": "claude", "valid": true,
             "attempts": [{"n": 1, "backend": "claude", "turns": 5, "wall_ms": 42000, "valid": true}]});
         if let Some(r) = review {
-            job.stages.iter_mut().find(|s| s.name == "review").unwrap().summary = r;
+            job.stages
+                .iter_mut()
+                .find(|s| s.name == "review")
+                .unwrap()
+                .summary = r;
         }
         (job, job_dir)
     }
@@ -169,7 +179,11 @@ impl World {
         .await
     }
 
-    async fn publish(&self, id: &str, review: Option<Value>) -> Result<PublishReport, PublishError> {
+    async fn publish(
+        &self,
+        id: &str,
+        review: Option<Value>,
+    ) -> Result<PublishReport, PublishError> {
         let (job, dir) = self.job(id, review);
         self.publish_job(&job, &dir, Some(self.target())).await
     }
@@ -289,7 +303,10 @@ async fn the_first_publish_pushes_the_branch_and_opens_one_pull_request() {
     assert_eq!(prov["agents"][0]["cost_usd"], 0.0125);
     assert!(prov["truth"]["tensor_count"].as_u64().unwrap() > 200);
     let message = tip.message().unwrap();
-    assert!(message.starts_with("specs: add llama for meta-llama/Llama-3.1-8B"), "{message}");
+    assert!(
+        message.starts_with("specs: add llama for meta-llama/Llama-3.1-8B"),
+        "{message}"
+    );
     assert!(
         message.contains("\nCo-authored-by: claude agent <claude@agents.harch.invalid>\n"),
         "{message}"
@@ -305,12 +322,17 @@ async fn the_first_publish_pushes_the_branch_and_opens_one_pull_request() {
     assert_eq!(pr.title, "Add spec `llama` for meta-llama/Llama-3.1-8B");
     assert!(!pr.draft);
     assert_eq!(pr.labels, ["harch:new-architecture", "harch:review-pass"]);
-    assert!(pr.body.contains("```mermaid\nflowchart TD\n"), "{}", pr.body);
+    assert!(
+        pr.body.contains("```mermaid\nflowchart TD\n"),
+        "{}",
+        pr.body
+    );
     assert!(pr.body.contains("= checkpoint ✓"), "{}", pr.body);
     assert!(pr.body.contains("Verdict: **PASS**"), "{}", pr.body);
     assert!(
-        pr.body
-            .contains("harch-worker validate specs/models/llama.yaml --truth truth/meta-llama__Llama-3.1-8B"),
+        pr.body.contains(
+            "harch-worker validate specs/models/llama.yaml --truth truth/meta-llama__Llama-3.1-8B"
+        ),
         "{}",
         pr.body
     );
@@ -380,9 +402,14 @@ async fn no_pass_opens_a_draft_with_the_reasons_on_top_and_pass_makes_it_ready()
     assert!(r.draft);
     let first_lines: Vec<&str> = pr.body.lines().take(5).collect();
     assert_eq!(first_lines[1], "> [!WARNING]", "{}", pr.body);
-    assert!(pr.body.contains("> - the review verdict is NO_PASS"), "{}", pr.body);
     assert!(
-        pr.body.contains("> - review: the rope scaling row cites no config value"),
+        pr.body.contains("> - the review verdict is NO_PASS"),
+        "{}",
+        pr.body
+    );
+    assert!(
+        pr.body
+            .contains("> - review: the rope scaling row cites no config value"),
         "{}",
         pr.body
     );
@@ -395,7 +422,11 @@ async fn no_pass_opens_a_draft_with_the_reasons_on_top_and_pass_makes_it_ready()
             "harch:unverified"
         ]
     );
-    let created = w.gh.calls().into_iter().find(|c| c.method == "POST" && c.path.ends_with("/pulls")).unwrap();
+    let created =
+        w.gh.calls()
+            .into_iter()
+            .find(|c| c.method == "POST" && c.path.ends_with("/pulls"))
+            .unwrap();
     assert_eq!(created.body["draft"], true);
 
     // Fixed and reviewed again: the same PR becomes ready, harch's old labels go.
@@ -406,8 +437,17 @@ async fn no_pass_opens_a_draft_with_the_reasons_on_top_and_pass_makes_it_ready()
     assert_eq!(pr.labels, ["harch:new-architecture", "harch:review-pass"]);
     assert!(!pr.body.contains("[!WARNING]"));
     assert_eq!(w.gh.count("POST", "/graphql"), 1);
-    let g = w.gh.calls().into_iter().find(|c| c.path == "/graphql").unwrap();
-    assert!(g.body["query"].as_str().unwrap().contains("markPullRequestReadyForReview"));
+    let g =
+        w.gh.calls()
+            .into_iter()
+            .find(|c| c.path == "/graphql")
+            .unwrap();
+    assert!(
+        g.body["query"]
+            .as_str()
+            .unwrap()
+            .contains("markPullRequestReadyForReview")
+    );
     assert_eq!(g.body["variables"]["id"], "PR_node1");
 }
 
@@ -491,7 +531,10 @@ async fn a_wait_longer_than_allowed_is_a_transient_failure_and_the_retry_is_idem
         "/pulls",
         ResponseTemplate::new(429).insert_header("retry-after", "3600"),
     );
-    let m = expect_transient(w.publish("job-a", Some(pass_review())).await, "retry after 3600 s");
+    let m = expect_transient(
+        w.publish("job-a", Some(pass_review())).await,
+        "retry after 3600 s",
+    );
     assert!(m.contains("max_wait_s"), "{m}");
     let tip = w.tip(BRANCH).unwrap();
     // The runner's retry: no new commit (the branch carries the bundle), one PR.
@@ -545,7 +588,10 @@ async fn a_missing_base_branch_is_permanent() {
     let mut t = w.target();
     t.base_branch = "trunk".into();
     let (job, dir) = w.job("job-a", Some(pass_review()));
-    expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "`trunk` does not exist");
+    expect_permanent(
+        w.publish_job(&job, &dir, Some(t)).await,
+        "`trunk` does not exist",
+    );
     assert!(w.gh.calls().is_empty());
 }
 
@@ -578,7 +624,10 @@ async fn the_dry_run_writes_bundle_message_and_body_and_touches_nothing() {
     assert!(r.message.starts_with("publish: dry run"), "{}", r.message);
     let out = dir.join(".staging/publish");
     assert!(out.join("bundle/specs/models/llama.yaml").is_file());
-    assert!(out.join("bundle/specs/provenance/meta-llama__Llama-3.1-8B.json").is_file());
+    assert!(
+        out.join("bundle/specs/provenance/meta-llama__Llama-3.1-8B.json")
+            .is_file()
+    );
     let msg = std::fs::read_to_string(out.join("commit-message.txt")).unwrap();
     assert!(msg.contains("Co-authored-by:"), "{msg}");
     let body = std::fs::read_to_string(out.join("pr-body.md")).unwrap();
@@ -599,7 +648,10 @@ async fn a_spec_that_does_not_validate_is_never_published() {
     let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(
         &spec,
-        text.replace("d_ffn: config.intermediate_size", "d_ffn: config.hidden_size"),
+        text.replace(
+            "d_ffn: config.intermediate_size",
+            "d_ffn: config.hidden_size",
+        ),
     )
     .unwrap();
     expect_permanent(
@@ -678,7 +730,10 @@ async fn a_token_the_git_server_refuses_is_permanent() {
     let (_http, mut t) = over_http(&w, "ghs_wrong").await;
     t.auth = Auth::Token(Token::new("ghs_wrong".into()));
     let (job, dir) = w.job("job-a", Some(pass_review()));
-    let m = expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "authentication failed");
+    let m = expect_permanent(
+        w.publish_job(&job, &dir, Some(t)).await,
+        "authentication failed",
+    );
     assert!(!m.contains("ghs_wrong"), "{m}");
     assert!(w.tip(BRANCH).is_none());
 }
@@ -697,7 +752,10 @@ async fn a_push_refused_by_a_server_hook_is_permanent() {
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (_http, t) = over_http(&w, TOKEN).await;
     let (job, dir) = w.job("job-a", Some(pass_review()));
-    let m = expect_permanent(w.publish_job(&job, &dir, Some(t)).await, "rejected the push");
+    let m = expect_permanent(
+        w.publish_job(&job, &dir, Some(t)).await,
+        "rejected the push",
+    );
     assert!(m.contains("declined"), "{m}");
     assert!(w.tip(BRANCH).is_none());
     assert!(w.gh.prs().is_empty());
@@ -711,7 +769,8 @@ async fn the_pr_body_of_a_library_model_matches_the_golden_file() {
     let (job, dir) = w.job("01JGOLDEN00000000000000000", Some(pass_review()));
     w.publish_job(&job, &dir, None).await.unwrap();
     let body = std::fs::read_to_string(dir.join(".staging/publish/pr-body.md")).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/publish/llama-pr-body.md");
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/publish/llama-pr-body.md");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
         std::fs::write(&golden, &body).unwrap();
@@ -746,9 +805,19 @@ async fn a_github_app_publishes_with_an_installation_token_it_mints() {
     let public = dir.join("public.pem");
     for args in [
         vec!["genrsa", "-out", key.to_str().unwrap(), "2048"],
-        vec!["rsa", "-in", key.to_str().unwrap(), "-pubout", "-out", public.to_str().unwrap()],
+        vec![
+            "rsa",
+            "-in",
+            key.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
     ] {
-        let out = std::process::Command::new("openssl").args(&args).output().unwrap();
+        let out = std::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "openssl {args:?}");
     }
     let pem = std::fs::read_to_string(&key).unwrap();
@@ -765,19 +834,22 @@ async fn a_github_app_publishes_with_an_installation_token_it_mints() {
     w.assert_no_violations();
     assert_eq!(w.gh.prs().len(), 1);
     assert_eq!(w.gh.count("GET", "/repos/acme/specs/installation"), 1);
-    let mint = w
-        .gh
-        .calls()
-        .into_iter()
-        .find(|c| c.path == "/app/installations/4242/access_tokens")
-        .unwrap();
+    let mint =
+        w.gh.calls()
+            .into_iter()
+            .find(|c| c.path == "/app/installations/4242/access_tokens")
+            .unwrap();
     // Least privilege: the token is for the spec repository and publishing's permissions only.
     assert_eq!(mint.body["repositories"], json!(["specs"]));
     assert_eq!(mint.body["permissions"]["contents"], "write");
     let body_line = pem.lines().nth(1).unwrap();
     for_each_file(&w.data_dir(), &mut |p| {
         let text = String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
-        assert!(!text.contains(body_line), "the app's key is in {}", p.display());
+        assert!(
+            !text.contains(body_line),
+            "the app's key is in {}",
+            p.display()
+        );
     });
 
     // A key that is not the app's: GitHub refuses the JWT, a permanent failure.
@@ -804,8 +876,9 @@ async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not(
     let w = World::new().await;
     let (job, dir) = w.job("job-a", Some(pass_review()));
     let spec = dir.join("generate/spec");
-    let lib = std::fs::read_to_string(project_root().join("specs/components/library/swiglu_mlp.yaml"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(project_root().join("specs/components/library/swiglu_mlp.yaml"))
+            .unwrap();
     std::fs::create_dir_all(spec.join("components/drafts")).unwrap();
     std::fs::write(
         spec.join("components/drafts/swiglu_mlp_v2.yaml"),
@@ -837,12 +910,28 @@ async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not(
         ]
     );
     let pr = &w.gh.prs()[0];
-    assert!(pr.labels.contains(&"harch:new-components".to_string()), "{:?}", pr.labels);
-    let section = pr.body.split("### New components").nth(1).expect("no components section");
-    assert!(section.contains("#### `swiglu_mlp_v2` (new draft, `specs/components/drafts/swiglu_mlp_v2.yaml`)"), "{section}");
+    assert!(
+        pr.labels.contains(&"harch:new-components".to_string()),
+        "{:?}",
+        pr.labels
+    );
+    let section = pr
+        .body
+        .split("### New components")
+        .nth(1)
+        .expect("no components section");
+    assert!(
+        section.contains(
+            "#### `swiglu_mlp_v2` (new draft, `specs/components/drafts/swiglu_mlp_v2.yaml`)"
+        ),
+        "{section}"
+    );
     assert!(section.contains("```mermaid\nflowchart TD\n"), "{section}");
     assert!(!pr.body.contains("scratch"));
-    assert!(pr.body.contains("ffn: swiglu_mlp_v2"), "the model diagram names the draft");
+    assert!(
+        pr.body.contains("ffn: swiglu_mlp_v2"),
+        "the model diagram names the draft"
+    );
 }
 
 #[tokio::test]

@@ -79,7 +79,10 @@ impl Env {
         args.extend_from_slice(extra);
         args.push(MODEL);
         let enq = self.run(&args);
-        let id = String::from_utf8(enq.stdout.clone()).unwrap().trim().to_string();
+        let id = String::from_utf8(enq.stdout.clone())
+            .unwrap()
+            .trim()
+            .to_string();
         let run = self.run(&["run", "--once", "--concurrency", "1"]);
         let status = self.run(&["status", &id, "--json"]);
         let logs = self.run(&["logs", &id]);
@@ -153,7 +156,10 @@ async fn a_generate_job_ends_in_a_pull_request_and_the_token_is_nowhere() {
     .unwrap();
     for (k, v) in [
         ("HARCH_AGENT", "claude".to_string()),
-        ("HARCH_CLAUDE_BIN", fakes.join("claude").display().to_string()),
+        (
+            "HARCH_CLAUDE_BIN",
+            fakes.join("claude").display().to_string(),
+        ),
         ("HARCH_PROMPT_NOTES", "SCENARIO: fix".into()),
         (
             "HARCH_AGENT_REQUIRE_LANDLOCK",
@@ -162,7 +168,10 @@ async fn a_generate_job_ends_in_a_pull_request_and_the_token_is_nowhere() {
         ("HARCH_SANDBOX_USER", "nobody".into()),
         ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
         ("HARCH_PUBLISH_REPO", "acme/specs".into()),
-        ("HARCH_PUBLISH_REMOTE_URL", format!("file://{}", remote.display())),
+        (
+            "HARCH_PUBLISH_REMOTE_URL",
+            format!("file://{}", remote.display()),
+        ),
         ("HARCH_PUBLISH_API_URL", gh.uri()),
         ("GITHUB_TOKEN", TOKEN.into()),
     ] {
@@ -183,19 +192,24 @@ async fn a_generate_job_ends_in_a_pull_request_and_the_token_is_nowhere() {
     let prs = gh.prs();
     assert_eq!(prs.len(), 1);
     assert!(prs[0].draft, "not reviewed, so a draft");
-    assert!(prs[0].body.contains("| generate | `claude` |"), "{}", prs[0].body);
+    assert!(
+        prs[0].body.contains("| generate | `claude` |"),
+        "{}",
+        prs[0].body
+    );
 
     // The token: in the worker's environment all along, and nowhere else (the worker logged at
     // trace level, octocrab, hyper and libgit2's callers included).
     assert!(printed.contains("pull request #1 opened"), "{printed}");
     assert!(!printed.contains(TOKEN), "the worker printed the token");
     let data = env.tmp.path().join("data");
-    let agent_env = std::fs::read_to_string(
-        env.job_dir(&rec)
-            .join("work/generate/sandbox/home/env.txt"),
-    )
-    .unwrap_or_default();
-    assert!(agent_env.contains("ANTHROPIC_API_KEY"), "the fake agent did not record its env");
+    let agent_env =
+        std::fs::read_to_string(env.job_dir(&rec).join("work/generate/sandbox/home/env.txt"))
+            .unwrap_or_default();
+    assert!(
+        agent_env.contains("ANTHROPIC_API_KEY"),
+        "the fake agent did not record its env"
+    );
     assert!(!agent_env.contains("GITHUB_TOKEN"), "{agent_env}");
     let mut files = 0;
     for_each_file(&data, &mut |p| {

@@ -43,7 +43,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     for c in &plan.checks {
-        println!("✓ {} validates with it in the library (truth: {})", c.spec, c.truth);
+        println!(
+            "✓ {} validates with it in the library (truth: {})",
+            c.spec, c.truth
+        );
     }
     if plan.checks.is_empty() {
         println!("no model spec uses `{}`", plan.component);

@@ -96,7 +96,13 @@ pub fn co_author_trailers(stages: &[AgentStage]) -> Vec<String> {
 /// No newlines or angle brackets: a trailer is one line with one address.
 fn trailer_safe(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_control() || c == '<' || c == '>' { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || c == '<' || c == '>' {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect::<String>()
         .split_whitespace()
         .collect::<Vec<_>>()

@@ -66,7 +66,11 @@ fn render_with(p: &Prepared, base: &BaseFacts, draft_reasons: &[String], compact
         "## {}: {} spec{}\n",
         cell(&p.model_id, 200),
         code(&p.spec_name, 80),
-        if base.new_spec { " (new architecture)" } else { "" }
+        if base.new_spec {
+            " (new architecture)"
+        } else {
+            ""
+        }
     );
     if !p.spec_summary.trim().is_empty() {
         let _ = writeln!(b, "{}\n", cell(&p.spec_summary, 400));
@@ -82,7 +86,14 @@ fn render_with(p: &Prepared, base: &BaseFacts, draft_reasons: &[String], compact
         cell(&p.model_id, 200),
         group_digits(pv.validate.checkpoint_tensors as i128),
         group_digits(pv.validate.checkpoint_bytes),
-        cell(if truth.origin.is_empty() { "local files" } else { &truth.origin }, 40),
+        cell(
+            if truth.origin.is_empty() {
+                "local files"
+            } else {
+                &truth.origin
+            },
+            40
+        ),
         cell(&p.spec_origin, 20)
     );
 
@@ -121,7 +132,10 @@ fn summary_table(b: &mut String, p: &Prepared) {
     };
     b.push_str("### Summary\n\n| | |\n|---|---:|\n");
     let rows = [
-        ("Parameters, total".to_string(), group_digits(f.params_total)),
+        (
+            "Parameters, total".to_string(),
+            group_digits(f.params_total),
+        ),
         (
             "Parameters, active per token (embedding excluded)".to_string(),
             group_digits(f.params_active),
@@ -136,7 +150,10 @@ fn summary_table(b: &mut String, p: &Prepared) {
             group_digits(f.state_bytes_per_sequence),
         ),
         (
-            format!("Decode FLOPs per token (context {})", group_digits(f.context)),
+            format!(
+                "Decode FLOPs per token (context {})",
+                group_digits(f.context)
+            ),
             group_digits(f.decode_flops_per_token),
         ),
     ];
@@ -144,7 +161,11 @@ fn summary_table(b: &mut String, p: &Prepared) {
         let _ = writeln!(b, "| {k} | {v} |");
     }
     if f.params_mtp != 0 {
-        let _ = writeln!(b, "| Parameters in MTP layers | {} |", group_digits(f.params_mtp));
+        let _ = writeln!(
+            b,
+            "| Parameters in MTP layers | {} |",
+            group_digits(f.params_mtp)
+        );
     }
     b.push('\n');
     if !f.groups.is_empty() {
@@ -190,7 +211,11 @@ fn guards(b: &mut String, p: &Prepared, compact: bool) {
     }
     b.push('\n');
     if !v.warnings.is_empty() {
-        let shown = if compact { 0 } else { COMPACT_ROWS.min(v.warnings.len()) };
+        let shown = if compact {
+            0
+        } else {
+            COMPACT_ROWS.min(v.warnings.len())
+        };
         if shown > 0 {
             b.push_str("Warnings (not blocking):\n\n");
             for w in &v.warnings[..shown] {
@@ -248,7 +273,9 @@ fn review(b: &mut String, p: &Prepared, compact: bool) {
         } else {
             r.mapping.iter().enumerate().collect()
         };
-        b.push_str("| # | forward step | spec node | reviewer | evidence |\n|---:|---|---|---|---|\n");
+        b.push_str(
+            "| # | forward step | spec node | reviewer | evidence |\n|---:|---|---|---|---|\n",
+        );
         for (i, m) in &rows {
             let _ = writeln!(
                 b,
@@ -331,7 +358,9 @@ fn agents(b: &mut String, p: &Prepared) {
             b,
             "| {} | {} | {} | {} | {} | {} / {} | {} | {} s |",
             a.stage,
-            a.backend.as_deref().map_or("—".to_string(), |x| code(x, 40)),
+            a.backend
+                .as_deref()
+                .map_or("—".to_string(), |x| code(x, 40)),
             a.model.as_deref().map_or("—".to_string(), |x| code(x, 60)),
             a.attempts,
             a.turns,

@@ -9,11 +9,11 @@ use std::path::Path;
 use harch_engine::Repo;
 use harch_guards::GuardSet;
 
+use super::PublishError;
 use super::agents;
 use super::mermaid;
 use super::provenance::{self, Figures, JobRef, Provenance, ValidateRecord, WarningRecord};
 use super::review::ReviewRecord;
-use super::PublishError;
 use crate::candidate::{self, Candidate};
 use crate::queue::record::{JobRecord, StageState};
 
@@ -40,7 +40,11 @@ pub struct Prepared {
 }
 
 /// Gathers and validates what job `job` produced. CPU-bound: call it off the async threads.
-pub fn prepare(job: &JobRecord, job_dir: &Path, spec_root: &Path) -> Result<Prepared, PublishError> {
+pub fn prepare(
+    job: &JobRecord,
+    job_dir: &Path,
+    spec_root: &Path,
+) -> Result<Prepared, PublishError> {
     let model_id = job.request.model_id.clone();
     let truth_dir = job_dir.join("fetch").join("truth");
     if !truth_dir.is_dir() {
@@ -88,7 +92,9 @@ pub fn prepare(job: &JobRecord, job_dir: &Path, spec_root: &Path) -> Result<Prep
     let mut drafts = BTreeMap::new();
     let mut component_diagrams = BTreeMap::new();
     for name in &ir.drafts {
-        let Some(c) = ir.component(name) else { continue };
+        let Some(c) = ir.component(name) else {
+            continue;
+        };
         if candidate.files.contains_key(&c.file) {
             drafts.insert(name.clone(), c.file.clone());
             component_diagrams.insert(name.clone(), mermaid::component(c));
@@ -371,7 +377,11 @@ pub fn commit_message(p: &Prepared, base: &BaseFacts) -> String {
     ));
     for path in p.files.keys() {
         let what = if *path == p.spec_key {
-            if base.new_spec { "new model spec" } else { "model spec" }
+            if base.new_spec {
+                "new model spec"
+            } else {
+                "model spec"
+            }
         } else if *path == p.provenance_path {
             "provenance"
         } else {

@@ -35,7 +35,10 @@ pub fn changed_paths(root: &Path, base: &str) -> anyhow::Result<Vec<String>> {
     let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
     let mut out = BTreeSet::new();
     for d in diff.deltas() {
-        for f in [d.old_file().path(), d.new_file().path()].into_iter().flatten() {
+        for f in [d.old_file().path(), d.new_file().path()]
+            .into_iter()
+            .flatten()
+        {
             out.insert(f.to_string_lossy().replace('\\', "/"));
         }
     }
@@ -109,7 +112,8 @@ pub async fn check_all(
 
 /// The comment the workflow posts.
 pub fn markdown(results: &[Recheck], changed: usize) -> String {
-    let mut b = String::from("<!-- harch:validate-changed -->\n### harch: validation of changed specs\n\n");
+    let mut b =
+        String::from("<!-- harch:validate-changed -->\n### harch: validation of changed specs\n\n");
     if results.is_empty() {
         let _ = writeln!(
             b,
@@ -123,7 +127,11 @@ pub fn markdown(results: &[Recheck], changed: usize) -> String {
         "{} of {} affected specs valid{}.\n",
         results.len() - bad,
         results.len(),
-        if bad > 0 { " — **this pull request must not be merged as is**" } else { "" }
+        if bad > 0 {
+            " — **this pull request must not be merged as is**"
+        } else {
+            ""
+        }
     );
     b.push_str("| spec | model | truth | result |\n|---|---|---|---|\n");
     for r in results {

@@ -105,7 +105,10 @@ pub fn resolve(
     let auth = if s.app_id != 0 {
         Auth::App {
             app_id: s.app_id,
-            key: Token::new(secret(&s.app_key_env, "the GitHub App's private key (PEM)")?),
+            key: Token::new(secret(
+                &s.app_key_env,
+                "the GitHub App's private key (PEM)",
+            )?),
             installation_id: s.installation_id,
             key_env: s.app_key_env.clone(),
         }
@@ -250,7 +253,11 @@ mod tests {
     #[test]
     fn unconfigured_is_a_dry_run_and_configured_needs_the_token() {
         let s = settings();
-        assert!(resolve(&s.publish, Path::new("/d"), |_| None).unwrap().is_none());
+        assert!(
+            resolve(&s.publish, Path::new("/d"), |_| None)
+                .unwrap()
+                .is_none()
+        );
         let mut p = s.publish.clone();
         p.repo = "acme/specs".into();
         let err = resolve(&p, Path::new("/d"), |_| None).unwrap_err();

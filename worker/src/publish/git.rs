@@ -17,9 +17,9 @@ use git2::{
     RemoteCallbacks, Repository, Signature,
 };
 
+use super::PublishError;
 use super::bundle::BUNDLE_TRAILER;
 use super::config::Token;
-use super::PublishError;
 
 /// A bare clone of the spec repository, locked for this process while it is open.
 pub struct SpecRepo {
@@ -174,7 +174,9 @@ impl SpecRepo {
             .repo
             .find_commit(state.base)
             .map_err(|e| git_error("reading the base commit", &e))?;
-        let base_tree = base.tree().map_err(|e| git_error("reading the base tree", &e))?;
+        let base_tree = base
+            .tree()
+            .map_err(|e| git_error("reading the base tree", &e))?;
         let mut update = git2::build::TreeUpdateBuilder::new();
         for (path, bytes) in files {
             let oid = self
@@ -240,7 +242,14 @@ impl SpecRepo {
                     "branch `{branch}` has diverged: its commit {} by {} (\"{}\") was not made by harch, and harch will not overwrite it; merge or close its pull request and delete the branch, then retry",
                     &commit.id().to_string()[..12],
                     who.name().unwrap_or("?"),
-                    commit.summary().ok().flatten().unwrap_or("").chars().take(80).collect::<String>()
+                    commit
+                        .summary()
+                        .ok()
+                        .flatten()
+                        .unwrap_or("")
+                        .chars()
+                        .take(80)
+                        .collect::<String>()
                 )))
             }
         }
@@ -264,7 +273,9 @@ impl SpecRepo {
                     let now = (!u.src().is_zero()).then(|| u.src());
                     if now != expected {
                         moved.set(true);
-                        return Err(git2::Error::from_str("the branch moved since it was fetched"));
+                        return Err(git2::Error::from_str(
+                            "the branch moved since it was fetched",
+                        ));
                     }
                 }
             }
@@ -376,7 +387,13 @@ fn http_status(lower: &str) -> Option<u16> {
 /// time; a lock or a concurrent update clears on its own.
 pub fn classify_rejection(branch: &str, msg: &str) -> PublishError {
     let lower = msg.to_ascii_lowercase();
-    let transient = ["lock", "stale info", "fetch first", "non-fast-forward", "try again"];
+    let transient = [
+        "lock",
+        "stale info",
+        "fetch first",
+        "non-fast-forward",
+        "try again",
+    ];
     if transient.iter().any(|t| lower.contains(t)) {
         return PublishError::transient(format!(
             "the remote did not update `{branch}` ({msg}); the retry fetches and pushes again"
@@ -403,12 +420,18 @@ mod tests {
     fn rejections_and_errors_are_sorted() {
         assert!(classify_rejection("b", "failed to lock file").is_transient());
         assert!(!classify_rejection("b", "pre-receive hook declined").is_transient());
-        assert!(
-            !classify_rejection("b", "GH006: Protected branch update failed").is_transient()
+        assert!(!classify_rejection("b", "GH006: Protected branch update failed").is_transient());
+        let e = git2::Error::new(
+            ErrorCode::GenericError,
+            ErrorClass::Http,
+            "unexpected http status code: 404",
         );
-        let e = git2::Error::new(ErrorCode::GenericError, ErrorClass::Http, "unexpected http status code: 404");
         assert!(!git_error("x", &e).is_transient());
-        let e = git2::Error::new(ErrorCode::GenericError, ErrorClass::Http, "unexpected http status code: 502");
+        let e = git2::Error::new(
+            ErrorCode::GenericError,
+            ErrorClass::Http,
+            "unexpected http status code: 502",
+        );
         assert!(git_error("x", &e).is_transient());
         let e = git2::Error::new(ErrorCode::Auth, ErrorClass::Http, "authentication required");
         assert!(!git_error("x", &e).is_transient());

@@ -132,11 +132,7 @@ pub async fn token_for(t: &Target) -> Result<Token, PublishError> {
         })?
         .build()
         .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))?;
-    let mut app = GitHub::with_client(
-        octo,
-        t,
-        format!("GitHub App {app_id} (key in ${key_env})"),
-    );
+    let mut app = GitHub::with_client(octo, t, format!("GitHub App {app_id} (key in ${key_env})"));
     let id = if installation_id != 0 {
         installation_id
     } else {
@@ -214,7 +210,10 @@ impl GitHub {
     }
 
     /// Opens the branch's pull request, or brings the open one up to date.
-    pub async fn open_or_update(&mut self, want: &PrRequest<'_>) -> Result<PrOutcome, PublishError> {
+    pub async fn open_or_update(
+        &mut self,
+        want: &PrRequest<'_>,
+    ) -> Result<PrOutcome, PublishError> {
         let mut draft_unsupported = false;
         let (pr, action) = match self.find_open(want.branch).await? {
             Some(pr) => {
@@ -235,7 +234,9 @@ impl GitHub {
                     draft_unsupported = self.update(&pr, want).await?.1;
                     (pr, "updated")
                 }
-                Err(Failure::Unprocessable(m)) if want.draft && m.to_lowercase().contains("draft") => {
+                Err(Failure::Unprocessable(m))
+                    if want.draft && m.to_lowercase().contains("draft") =>
+                {
                     draft_unsupported = true;
                     let pr = self
                         .create(want, false)
@@ -392,7 +393,12 @@ impl GitHub {
 
     /// One API call, sitting out rate limits up to `max_wait`, with every other failure sorted
     /// transient or permanent.
-    async fn call(&mut self, method: Method, uri: &str, body: Option<&Value>) -> Result<Value, Failure> {
+    async fn call(
+        &mut self,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, Failure> {
         let what = format!("{method} {}", uri.split('?').next().unwrap_or(uri));
         let mut tries = 0;
         loop {
@@ -481,9 +487,8 @@ impl GitHub {
 }
 
 fn parse_pr(v: Value) -> Result<PullRequest, PublishError> {
-    serde_json::from_value(v).map_err(|e| {
-        PublishError::transient(format!("GitHub's pull request did not parse: {e}"))
-    })
+    serde_json::from_value(v)
+        .map_err(|e| PublishError::transient(format!("GitHub's pull request did not parse: {e}")))
 }
 
 /// GitHub's `message`, with each `errors[].message` or `errors[].code` after it.
@@ -492,7 +497,12 @@ fn github_message(v: &Value) -> String {
     if let Some(m) = v.get("message").and_then(Value::as_str) {
         parts.push(m.to_string());
     }
-    for e in v.get("errors").and_then(Value::as_array).into_iter().flatten() {
+    for e in v
+        .get("errors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(m) = e.get("message").and_then(Value::as_str) {
             parts.push(m.to_string());
         } else if let Some(c) = e.get("code").and_then(Value::as_str) {
@@ -545,11 +555,15 @@ fn graphql_url(api_url: &str) -> String {
 }
 
 fn query_escape(s: &str) -> String {
-    escape(s, |c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    escape(s, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')
+    })
 }
 
 fn path_escape(s: &str) -> String {
-    escape(s, |c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+    escape(s, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')
+    })
 }
 
 fn escape(s: &str, keep: impl Fn(char) -> bool) -> String {
@@ -574,9 +588,16 @@ mod tests {
     #[test]
     fn rate_limits_are_read_from_headers_and_messages() {
         let mut h = HeaderMap::new();
-        assert_eq!(rate_limit_wait(StatusCode::FORBIDDEN, &h, "Resource not accessible"), None);
         assert_eq!(
-            rate_limit_wait(StatusCode::FORBIDDEN, &h, "You have exceeded a secondary rate limit"),
+            rate_limit_wait(StatusCode::FORBIDDEN, &h, "Resource not accessible"),
+            None
+        );
+        assert_eq!(
+            rate_limit_wait(
+                StatusCode::FORBIDDEN,
+                &h,
+                "You have exceeded a secondary rate limit"
+            ),
             Some(Duration::from_secs(60))
         );
         h.insert("retry-after", "7".parse().unwrap());
@@ -596,8 +617,14 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(graphql_url("https://api.github.com"), "https://api.github.com/graphql");
-        assert_eq!(graphql_url("https://ghe.example.com/api/v3/"), "https://ghe.example.com/api/graphql");
+        assert_eq!(
+            graphql_url("https://api.github.com"),
+            "https://api.github.com/graphql"
+        );
+        assert_eq!(
+            graphql_url("https://ghe.example.com/api/v3/"),
+            "https://ghe.example.com/api/graphql"
+        );
         assert_eq!(path_escape("harch:review-pass"), "harch:review-pass");
         assert_eq!(query_escape("harch/a b"), "harch/a%20b");
     }

@@ -51,8 +51,9 @@ pub fn code(s: &str, max: usize) -> String {
 /// A word for a shell command line: left alone when it is plainly safe, single-quoted otherwise.
 pub fn shell_word(s: &str) -> String {
     let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | '@' | '='));
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | '@' | '=')
+        });
     if safe {
         s.to_string()
     } else {

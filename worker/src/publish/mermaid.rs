@@ -22,7 +22,11 @@ pub fn model(ir: &ModelIr, groups: &[GroupSummary]) -> String {
             NodeKind::Stack(_) => {
                 let mine: Vec<&GroupSummary> = groups.iter().filter(|g| g.stack == n.id).collect();
                 let layers: usize = mine.iter().map(|g| g.count).sum();
-                let role = n.role.as_deref().map(|r| format!(" · {r}")).unwrap_or_default();
+                let role = n
+                    .role
+                    .as_deref()
+                    .map(|r| format!(" · {r}"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "  subgraph {id}[\"{}\"]",
@@ -63,7 +67,12 @@ pub fn model(ir: &ModelIr, groups: &[GroupSummary]) -> String {
     }
     edges(&mut out, &ir.graph, "  ");
     for o in &ir.outputs {
-        let _ = writeln!(out, "  {} --> out_{}([\"output\"])", node_id(o), sanitize(o));
+        let _ = writeln!(
+            out,
+            "  {} --> out_{}([\"output\"])",
+            node_id(o),
+            sanitize(o)
+        );
     }
     out
 }
@@ -79,7 +88,12 @@ pub fn component(c: &ComponentIr) -> String {
     edges(&mut out, &c.nodes, "  ");
     for o in &c.outputs {
         if ids.contains(o.as_str()) {
-            let _ = writeln!(out, "  {} --> out_{}([\"output\"])", node_id(o), sanitize(o));
+            let _ = writeln!(
+                out,
+                "  {} --> out_{}([\"output\"])",
+                node_id(o),
+                sanitize(o)
+            );
         }
     }
     out

@@ -94,7 +94,13 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
         let proposal = bundle::propose(&prepared, &facts);
         write_artifacts(&req.out_dir, &proposal)?;
         let branch = config::branch_name(&req.settings.branch_prefix, &model_id);
-        let mut r = report(&prepared, &proposal, "dry-run", &branch, &req.settings.base_branch);
+        let mut r = report(
+            &prepared,
+            &proposal,
+            "dry-run",
+            &branch,
+            &req.settings.base_branch,
+        );
         r.branch_action = "not-pushed".into();
         r.message = format!(
             "publish: dry run ([publish] repo is not configured): bundle, commit message and PR body written to {}",
@@ -131,7 +137,13 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
     .map_err(|e| PublishError::permanent(format!("the git work crashed: {e}")))??;
     write_artifacts(&req.out_dir, &proposal)?;
 
-    let mut r = report(&prepared, &proposal, "published", &branch, &target.base_branch);
+    let mut r = report(
+        &prepared,
+        &proposal,
+        "published",
+        &branch,
+        &target.base_branch,
+    );
     let commit = match &outcome {
         BranchOutcome::Pushed { commit, created } => {
             r.branch_action = if *created { "created" } else { "pushed" }.into();
@@ -217,13 +229,15 @@ fn write_artifacts(out: &Path, proposal: &Proposal) -> Result<(), PublishError> 
     for (path, bytes) in &proposal.files {
         let dest = out.join("bundle").join(path);
         if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                PublishError::transient(format!("creating {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| PublishError::transient(format!("creating {}: {e}", dir.display())))?;
         }
         write_atomic(&dest, bytes)?;
     }
-    write_atomic(&out.join("commit-message.txt"), proposal.commit_message.as_bytes())?;
+    write_atomic(
+        &out.join("commit-message.txt"),
+        proposal.commit_message.as_bytes(),
+    )?;
     write_atomic(&out.join("pr-body.md"), proposal.body.as_bytes())?;
     let meta = serde_json::json!({
         "title": proposal.title,

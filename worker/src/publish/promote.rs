@@ -45,7 +45,11 @@ pub async fn plan(root: &Path, component: &str, opts: &TruthOptions) -> anyhow::
         bail!(
             "no component `{component}` in {}; drafts: {}",
             root.join("specs/components").display(),
-            if drafts.is_empty() { "none".to_string() } else { drafts.join(", ") }
+            if drafts.is_empty() {
+                "none".to_string()
+            } else {
+                drafts.join(", ")
+            }
         );
     };
     if !is_draft {
@@ -121,7 +125,12 @@ pub async fn plan(root: &Path, component: &str, opts: &TruthOptions) -> anyhow::
                 "{} (truth: {}): {}",
                 c.spec,
                 c.truth,
-                c.errors.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+                c.errors
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )
         })
         .collect();

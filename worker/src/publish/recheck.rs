@@ -109,7 +109,10 @@ pub async fn truth_for(
                     p.model_id
                 )
             })?;
-            return Ok((with_source(t), format!("bundled snapshot of {}", p.model_id)));
+            return Ok((
+                with_source(t),
+                format!("bundled snapshot of {}", p.model_id),
+            ));
         }
         let rev = revision.unwrap_or_else(|| "main".into());
         let out = opts.fetch_dir.join(format!(

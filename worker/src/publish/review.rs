@@ -83,7 +83,7 @@ impl ReviewRecord {
         let reasons = v
             .get("reasons")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|r| as_text(r)).collect())
+            .map(|a| a.iter().filter_map(as_text).collect())
             .unwrap_or_default();
         let mapping = list(v, &["mapping", "rows"])
             .iter()

@@ -344,7 +344,11 @@ impl Settings {
         over!("HARCH_PUBLISH_API_URL", self.publish.api_url, text);
         over!("HARCH_PUBLISH_TOKEN_ENV", self.publish.token_env, text);
         over!("HARCH_PUBLISH_AUTHOR_NAME", self.publish.author_name, text);
-        over!("HARCH_PUBLISH_AUTHOR_EMAIL", self.publish.author_email, text);
+        over!(
+            "HARCH_PUBLISH_AUTHOR_EMAIL",
+            self.publish.author_email,
+            text
+        );
         over!("HARCH_PUBLISH_MAX_WAIT_S", self.publish.max_wait_s, num);
         over!("HARCH_PUBLISH_CLONE_DIR", self.publish.clone_dir, text);
         over!("HARCH_PUBLISH_APP_ID", self.publish.app_id, num);

@@ -21,7 +21,10 @@ impl GitHttp {
         Mock::given(any())
             .respond_with(Backend {
                 root: root.to_path_buf(),
-                auth: format!("Basic {}", base64(format!("x-access-token:{token}").as_bytes())),
+                auth: format!(
+                    "Basic {}",
+                    base64(format!("x-access-token:{token}").as_bytes())
+                ),
             })
             .mount(&server)
             .await;
@@ -98,7 +101,11 @@ fn cgi_response(raw: &[u8]) -> ResponseTemplate {
         };
         let (k, v) = (k.trim(), v.trim());
         if k.eq_ignore_ascii_case("status") {
-            status = v.split(' ').next().and_then(|s| s.parse().ok()).unwrap_or(500);
+            status = v
+                .split(' ')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(500);
         } else {
             headers.push((k.to_string(), v.to_string()));
         }
@@ -121,7 +128,11 @@ fn base64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
         for i in 0..4 {
             if i <= chunk.len() {

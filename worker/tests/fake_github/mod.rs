@@ -185,10 +185,12 @@ impl FakeGitHub {
             return ResponseTemplate::new(401).set_body_json(json!({"message": "Bad credentials"}));
         }
         if !header("accept").contains("application/vnd.github+json") {
-            st.violations.push(format!("{method} {path}: Accept is `{}`", header("accept")));
+            st.violations
+                .push(format!("{method} {path}: Accept is `{}`", header("accept")));
         }
         if header("x-github-api-version").is_empty() {
-            st.violations.push(format!("{method} {path}: no X-GitHub-Api-Version"));
+            st.violations
+                .push(format!("{method} {path}: no X-GitHub-Api-Version"));
         }
         if let Some(i) = st
             .faults
@@ -233,7 +235,8 @@ impl FakeGitHub {
             ("POST", ["pulls"]) => {
                 for k in ["title", "head", "base", "body"] {
                     if !body.get(k).is_some_and(Value::is_string) {
-                        st.violations.push(format!("POST pulls without string `{k}`"));
+                        st.violations
+                            .push(format!("POST pulls without string `{k}`"));
                     }
                 }
                 let head = body["head"].as_str().unwrap_or("").to_string();
@@ -362,7 +365,8 @@ impl FakeGitHub {
         } else if query.contains("markPullRequestReadyForReview") {
             false
         } else {
-            st.violations.push(format!("unexpected GraphQL query: {query}"));
+            st.violations
+                .push(format!("unexpected GraphQL query: {query}"));
             return ResponseTemplate::new(200)
                 .set_body_json(json!({"errors": [{"message": "unknown"}]}));
         };
@@ -398,9 +402,14 @@ fn check_jwt(auth: &str, app_id: u64, public: &std::path::Path) -> Result<(), St
     if header["alg"] != "RS256" {
         return Err(format!("JWT alg {}", header["alg"]));
     }
-    let iss = payload["iss"].as_u64().or_else(|| payload["iss"].as_str()?.parse().ok());
+    let iss = payload["iss"]
+        .as_u64()
+        .or_else(|| payload["iss"].as_str()?.parse().ok());
     if iss != Some(app_id) {
-        return Err(format!("JWT iss {} is not the app {app_id}", payload["iss"]));
+        return Err(format!(
+            "JWT iss {} is not the app {app_id}",
+            payload["iss"]
+        ));
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     std::fs::write(dir.path().join("input"), format!("{h}.{p}")).map_err(|e| e.to_string())?;
@@ -452,7 +461,8 @@ fn not_found() -> ResponseTemplate {
 }
 
 fn unexpected(st: &mut State, method: &str, path: &str) -> ResponseTemplate {
-    st.violations.push(format!("unexpected call {method} {path}"));
+    st.violations
+        .push(format!("unexpected call {method} {path}"));
     not_found()
 }
 
