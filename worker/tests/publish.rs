@@ -880,8 +880,9 @@ async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not(
         std::fs::read_to_string(project_root().join("specs/components/library/swiglu_mlp.yaml"))
             .unwrap();
     std::fs::create_dir_all(spec.join("components/drafts")).unwrap();
+    // The agent's file name is its own business: the draft is published as <component>.yaml.
     std::fs::write(
-        spec.join("components/drafts/swiglu_mlp_v2.yaml"),
+        spec.join("components/drafts/My MLP draft.yaml"),
         lib.replace("component: swiglu_mlp\n", "component: swiglu_mlp_v2\n"),
     )
     .unwrap();

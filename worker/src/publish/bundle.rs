@@ -88,25 +88,27 @@ pub fn prepare(
     })?;
     let summary = analysis.summary();
 
-    // Only drafts the spec lists are published; anything else an agent left is not.
+    // Only drafts the spec lists are published; anything else an agent left is not. Specs name
+    // components, not files, so each draft is published as `<component>.yaml` whatever the
+    // agent called its file.
+    let mut bundle: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    bundle.insert(
+        candidate.model_key.clone(),
+        candidate.files[&candidate.model_key].clone().into_bytes(),
+    );
     let mut drafts = BTreeMap::new();
     let mut component_diagrams = BTreeMap::new();
     for name in &ir.drafts {
         let Some(c) = ir.component(name) else {
             continue;
         };
-        if candidate.files.contains_key(&c.file) {
-            drafts.insert(name.clone(), c.file.clone());
-            component_diagrams.insert(name.clone(), mermaid::component(c));
-        }
-    }
-    let mut bundle: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    bundle.insert(
-        candidate.model_key.clone(),
-        candidate.files[&candidate.model_key].clone().into_bytes(),
-    );
-    for path in drafts.values() {
-        bundle.insert(path.clone(), candidate.files[path].clone().into_bytes());
+        let Some(text) = candidate.files.get(&c.file) else {
+            continue;
+        };
+        let path = format!("specs/components/drafts/{name}.yaml");
+        bundle.insert(path.clone(), text.clone().into_bytes());
+        drafts.insert(name.clone(), path);
+        component_diagrams.insert(name.clone(), mermaid::component(c));
     }
     for path in bundle.keys() {
         check_path(path)?;
