@@ -82,7 +82,7 @@ fn render_with(p: &Prepared, base: &BaseFacts, draft_reasons: &[String], compact
     };
     let _ = writeln!(
         b,
-        "Checked against the checkpoint of `{}`{rev}: {} tensors, {} bytes (truth from {}). Spec from the {} stage.\n",
+        "Checked against the checkpoint of `{}`{rev}: {} tensors, {} bytes (truth from {}). Spec from {}.\n",
         cell(&p.model_id, 200),
         group_digits(pv.validate.checkpoint_tensors as i128),
         group_digits(pv.validate.checkpoint_bytes),
@@ -94,7 +94,10 @@ fn render_with(p: &Prepared, base: &BaseFacts, draft_reasons: &[String], compact
             },
             40
         ),
-        cell(&p.spec_origin, 20)
+        match p.spec_origin.as_str() {
+            "library" => "the harch library".to_string(),
+            other => format!("the {} stage", cell(other, 20)),
+        }
     );
 
     summary_table(&mut b, p);

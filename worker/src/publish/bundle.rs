@@ -363,7 +363,7 @@ pub fn commit_message(p: &Prepared, base: &BaseFacts) -> String {
         .filter_map(|a| a.backend.clone())
         .collect();
     let by = if authors.is_empty() {
-        format!("taken from the harch library ({})", p.spec_origin)
+        "taken from the harch library".to_string()
     } else {
         format!("written by the {} agent", authors.join(" and "))
     };

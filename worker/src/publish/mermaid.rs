@@ -25,7 +25,7 @@ pub fn model(ir: &ModelIr, groups: &[GroupSummary]) -> String {
                 let role = n
                     .role
                     .as_deref()
-                    .map(|r| format!(" · {r}"))
+                    .map(|r| format!(" · role {r}"))
                     .unwrap_or_default();
                 let _ = writeln!(
                     out,

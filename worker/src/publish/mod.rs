@@ -102,10 +102,7 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
             &req.settings.base_branch,
         );
         r.branch_action = "not-pushed".into();
-        r.message = format!(
-            "publish: dry run ([publish] repo is not configured): bundle, commit message and PR body written to {}",
-            req.out_dir.display()
-        );
+        r.message = "publish: dry run ([publish] repo is not configured): bundle, commit message and PR body are in the job's publish/ directory".to_string();
         return Ok(r);
     };
 
