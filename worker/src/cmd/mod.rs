@@ -1,6 +1,7 @@
 pub mod bench_queue;
 pub mod cancel;
 pub mod enqueue;
+pub mod evidence;
 pub mod explain;
 pub mod fetch;
 pub mod logs;
@@ -16,7 +17,7 @@ pub mod status;
 pub mod validate;
 pub mod validate_changed;
 
-/// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
+/// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]
 pub struct JobArgs {
     /// Job id, as `enqueue` printed it.

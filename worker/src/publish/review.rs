@@ -2,10 +2,12 @@
 //! stages are built separately, so every field is optional and a job without a review reads as
 //! "not reviewed" (which makes the pull request a draft).
 //!
-//! Read from the record's `review` stage `summary` (the last round): `verdict` (`PASS` |
-//! `NO_PASS`), `reasons` (strings), `mapping` (or `rows`): `{step, node, status, verdict}` with
-//! `verdict` the checker's `verified` | `unverified` | `contradicted` (also read from
-//! `evidence_verdict` or `checked`), and `defects`: `{title, where, verdict}`.
+//! Read from the record's `review` stage `summary` (the last round), or from its `checked`
+//! object when it holds the checker's whole result (`harch_review::Checked`, as `harch-worker
+//! evidence --json` prints it): the worker's `recorded` verdict (else `verdict`; the agent's own
+//! `said` is never taken), `reasons`, `mapping` (or `rows`) of `{step, node, status, standing}`
+//! (the checker's `verified` | `unverified` | `contradicted`, also read from `verdict` or
+//! `evidence_verdict`), and `defects` of `{title, where, standing}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -75,7 +77,11 @@ impl ReviewRecord {
     }
 
     pub fn from_summary(v: &Value) -> ReviewRecord {
-        let status = match text(v, &["verdict"]).map(|t| t.to_ascii_uppercase()) {
+        let v = match v.get("checked") {
+            Some(c) if c.is_object() => c,
+            _ => v,
+        };
+        let status = match text(v, &["recorded", "verdict"]).map(|t| t.to_ascii_uppercase()) {
             Some(t) if t == "PASS" => ReviewStatus::Pass,
             Some(t) if t == "NO_PASS" || t == "NOPASS" || t == "NO-PASS" => ReviewStatus::NoPass,
             _ => ReviewStatus::NotReviewed,
@@ -91,8 +97,7 @@ impl ReviewRecord {
                 step: text(r, &["step"]).unwrap_or_default(),
                 node: text(r, &["node"]),
                 status: text(r, &["status"]).unwrap_or_default(),
-                verdict: text(r, &["verdict", "evidence_verdict", "checked"])
-                    .unwrap_or_else(|| "unchecked".into()),
+                verdict: text(r, VERDICT_KEYS).unwrap_or_else(|| "unchecked".into()),
             })
             .collect();
         let defects = list(v, &["defects"])
@@ -100,8 +105,7 @@ impl ReviewRecord {
             .map(|d| DefectRow {
                 title: text(d, &["title"]).unwrap_or_default(),
                 place: text(d, &["where"]),
-                verdict: text(d, &["verdict", "evidence_verdict", "checked"])
-                    .unwrap_or_else(|| "unchecked".into()),
+                verdict: text(d, VERDICT_KEYS).unwrap_or_else(|| "unchecked".into()),
             })
             .collect();
         ReviewRecord {
@@ -151,6 +155,9 @@ impl ReviewRecord {
         out
     }
 }
+
+/// Where a conclusion's evidence verdict may be.
+const VERDICT_KEYS: &[&str] = &["standing", "verdict", "evidence_verdict"];
 
 fn as_text(v: &Value) -> Option<String> {
     match v {
@@ -205,10 +212,61 @@ mod tests {
         assert!(reasons.contains("NO_PASS"), "{reasons}");
         assert!(reasons.contains("model card"), "{reasons}");
         assert!(reasons.contains("1 defect"), "{reasons}");
-        for odd in [json!(null), json!("PASS"), json!({"verdict": 3})] {
+        for odd in [
+            json!(null),
+            json!("PASS"),
+            json!({"verdict": 3}),
+            json!({"said": "PASS"}),
+        ] {
             assert_eq!(
                 ReviewRecord::from_summary(&odd).status,
                 ReviewStatus::NotReviewed
+            );
+        }
+    }
+
+    /// The checker's own result, as the review stage may record it: the worker's decision
+    /// counts, never the agent's.
+    #[test]
+    fn the_checkers_result_is_read_as_it_serializes() {
+        use harch_review::{
+            Checked, CheckedRow, Decision, Judgement, RowView, Standing, Status, Tally,
+        };
+        let checked = Checked {
+            file: "review.yaml".into(),
+            said: Decision::Pass,
+            recorded: Decision::NoPass,
+            reasons: vec!["row 1 is unverified".into()],
+            mapping: vec![CheckedRow {
+                row: RowView {
+                    step: "q/k norm".into(),
+                    node: Some("layers.attention.q_norm".into()),
+                    status: Status::Consistent,
+                    line: 3,
+                },
+                judgement: Judgement {
+                    standing: Standing::Unverified,
+                    why: "cites nothing".into(),
+                    claims: vec![],
+                    unbacked: vec![],
+                },
+            }],
+            defects: vec![],
+            rows: Tally::default(),
+            defect_tally: Tally::default(),
+            claims: 0,
+            claims_holding: 0,
+        };
+        let v = serde_json::to_value(&checked).unwrap();
+        for summary in [v.clone(), json!({"round": 1, "checked": v})] {
+            let r = ReviewRecord::from_summary(&summary);
+            assert_eq!(r.status, ReviewStatus::NoPass);
+            assert_eq!(r.reasons, ["row 1 is unverified"]);
+            assert_eq!(r.mapping[0].verdict, "unverified");
+            assert_eq!(r.mapping[0].status, "consistent");
+            assert_eq!(
+                r.mapping[0].node.as_deref(),
+                Some("layers.attention.q_norm")
             );
         }
     }
