@@ -55,6 +55,12 @@ enum Command {
     /// Check a review report's evidence against a truth directory (exit 0 when it would be
     /// recorded PASS, 1 otherwise, 2 on usage errors).
     Evidence(cmd::evidence::Args),
+    /// Move a reviewed draft component into the library (git move), updating the specs that
+    /// list it; refuses when a spec using it no longer validates.
+    Promote(cmd::promote::Args),
+    /// Validate every model spec a change affects against the truth its provenance records
+    /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
+    ValidateChanged(cmd::validate_changed::Args),
 }
 
 /// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
@@ -103,6 +109,8 @@ fn main() -> ExitCode {
         Command::BenchQueue(a) => cmd::bench_queue::run(a),
         Command::Prompt(a) => cmd::prompt::run(a),
         Command::Evidence(a) => cmd::evidence::run(a),
+        Command::Promote(a) => cmd::promote::run(a),
+        Command::ValidateChanged(a) => cmd::validate_changed::run(a),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,7 @@ pub mod explain;
 pub mod fetch;
 pub mod logs;
 pub mod ops;
+pub mod promote;
 pub mod prompt;
 pub mod retry;
 pub mod revalidate;
@@ -15,6 +16,7 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod validate;
+pub mod validate_changed;
 
 /// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]

@@ -126,14 +126,62 @@ mod defaults {
     pub fn openai_api_key_env() -> String {
         "OPENAI_API_KEY".into()
     }
+    pub fn github_api() -> String {
+        "https://api.github.com".into()
+    }
+    pub fn token_env() -> String {
+        "GITHUB_TOKEN".into()
+    }
+    pub fn author_name() -> String {
+        "harch-bot".into()
+    }
+    pub fn author_email() -> String {
+        "harch-bot@users.noreply.github.com".into()
+    }
+    pub fn max_wait_s() -> u64 {
+        60
+    }
+    pub fn app_key_env() -> String {
+        "GITHUB_APP_PRIVATE_KEY".into()
+    }
 }
 
+/// Where verified specs are proposed. An empty `repo` makes the publish stage a dry run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PublishSettings {
+    /// `owner/name` of the spec repository on GitHub (or GitHub Enterprise).
     pub repo: String,
     pub base_branch: String,
     pub branch_prefix: String,
+    /// Git remote; empty: derived from `api_url` and `repo`.
+    #[serde(default)]
+    pub remote_url: String,
+    #[serde(default = "defaults::github_api")]
+    pub api_url: String,
+    /// The variable holding the token (never the token itself).
+    #[serde(default = "defaults::token_env")]
+    pub token_env: String,
+    #[serde(default = "defaults::author_name")]
+    pub author_name: String,
+    #[serde(default = "defaults::author_email")]
+    pub author_email: String,
+    /// The longest rate-limit wait (`Retry-After`, rate-limit reset) honoured inside the stage;
+    /// a longer one becomes a transient failure the runner retries later.
+    #[serde(default = "defaults::max_wait_s")]
+    pub max_wait_s: u64,
+    /// Local clone of the spec repository; empty: `<data_dir>/publish/<owner>__<name>.git`.
+    #[serde(default)]
+    pub clone_dir: String,
+    /// A GitHub App to publish as (0: use the token in `token_env`).
+    #[serde(default)]
+    pub app_id: u64,
+    /// The variable holding the app's private key (PEM).
+    #[serde(default = "defaults::app_key_env")]
+    pub app_key_env: String,
+    /// The app's installation on the spec repository (0: looked up).
+    #[serde(default)]
+    pub installation_id: u64,
 }
 
 /// Stages whose work is agent runs (their loop is `pipeline::agent_stage`). Their timeout is
@@ -318,6 +366,24 @@ impl Settings {
             self.publish.branch_prefix,
             text
         );
+        over!("HARCH_PUBLISH_REMOTE_URL", self.publish.remote_url, text);
+        over!("HARCH_PUBLISH_API_URL", self.publish.api_url, text);
+        over!("HARCH_PUBLISH_TOKEN_ENV", self.publish.token_env, text);
+        over!("HARCH_PUBLISH_AUTHOR_NAME", self.publish.author_name, text);
+        over!(
+            "HARCH_PUBLISH_AUTHOR_EMAIL",
+            self.publish.author_email,
+            text
+        );
+        over!("HARCH_PUBLISH_MAX_WAIT_S", self.publish.max_wait_s, num);
+        over!("HARCH_PUBLISH_CLONE_DIR", self.publish.clone_dir, text);
+        over!("HARCH_PUBLISH_APP_ID", self.publish.app_id, num);
+        over!("HARCH_PUBLISH_APP_KEY_ENV", self.publish.app_key_env, text);
+        over!(
+            "HARCH_PUBLISH_INSTALLATION_ID",
+            self.publish.installation_id,
+            num
+        );
         Ok(())
     }
 
@@ -368,6 +434,7 @@ impl Settings {
             bail!("queue.name must not be empty");
         }
         self.queue_url()?;
+        crate::publish::config::check(&self.publish, &self.agent)?;
         Ok(())
     }
 
