@@ -55,6 +55,10 @@ pub struct NodeRow {
     pub window: Option<Q>,
     pub phase: Phase,
     pub args: IndexMap<String, ArgValue>,
+    /// For an op: per `in:` edge, the rows that produce that input (the dataflow edges).
+    pub inputs: Vec<Vec<usize>>,
+    /// For a row of a decode variant: the main-graph row of the same node id and shape.
+    pub twin: Option<usize>,
     pub loc: Location,
 }
 
@@ -99,8 +103,26 @@ pub struct CacheRow {
     pub elements: Q,
     pub dtype: String,
     pub dtype_bytes: u32,
+    /// Where the dtype was decided.
+    pub dtype_origin: DtypeOrigin,
+    /// The source anchor (`src:`) given for the dtype: the entry's, or `quant_context`'s
+    /// `cache_src` when the dtype is `quant_context.cache`.
+    pub dtype_src: Option<String>,
     pub count: Q,
     pub loc: Location,
+}
+
+/// Where a cache's dtype comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DtypeOrigin {
+    /// The cache entry's `dtype:`.
+    Entry(String),
+    /// `quant_context.cache`.
+    Context(String),
+    /// The config (KV-cache quantization, else `torch_dtype`/`dtype`), named by its key.
+    Config(String),
+    /// Nothing says: bf16.
+    Fallback,
 }
 
 #[derive(Clone, Debug)]
@@ -148,6 +170,9 @@ pub struct Analysis {
     pub errors: Vec<SpecError>,
     /// Quant overrides that matched at least one leaf, by index.
     pub override_hits: BTreeSet<usize>,
+    /// Rows whose values leave the evaluated graph: the model's outputs, what multi-token
+    /// prediction modules and decode variants end in, values published on streams.
+    pub sinks: Vec<usize>,
 }
 
 fn is_main(n: &NodeRow) -> bool {
