@@ -179,7 +179,10 @@ pub struct ConfigDtype {
 /// else the checkpoint's `torch_dtype` (`dtype` in newer configs, or under `text_config`).
 pub fn config_cache_dtype(config: &serde_json::Value) -> Option<ConfigDtype> {
     let q = config.get("quantization_config");
-    if let Some(s) = q.and_then(|q| q.get("kv_cache_scheme")).filter(|s| s.is_object()) {
+    if let Some(s) = q
+        .and_then(|q| q.get("kv_cache_scheme"))
+        .filter(|s| s.is_object())
+    {
         let bits = s.get("num_bits").and_then(|b| b.as_i64());
         let kind = s.get("type").and_then(|t| t.as_str()).unwrap_or("float");
         let dtype = match (bits, kind) {

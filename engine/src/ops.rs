@@ -480,9 +480,15 @@ impl History {
     pub fn describe(self) -> Option<&'static str> {
         Some(match self {
             History::None => return None,
-            History::Input(1) => "reads input 2 at every attended past position (cache it per token)",
-            History::Input(_) => "reads an input at every attended past position (cache it per token)",
-            History::KernelSteps(_) => "reads its input's last kernel-1 steps (constant conv state)",
+            History::Input(1) => {
+                "reads input 2 at every attended past position (cache it per token)"
+            }
+            History::Input(_) => {
+                "reads an input at every attended past position (cache it per token)"
+            }
+            History::KernelSteps(_) => {
+                "reads its input's last kernel-1 steps (constant conv state)"
+            }
             History::State => "carries its recurrent state (constant per sequence)",
         })
     }

@@ -255,7 +255,12 @@ fn caches_derived_from_decode_reads_match_the_reference() {
                 .sum()
         };
         // Every library model keeps K/V (or latent) in bf16.
-        assert_eq!(2 * elements(Growth::PerToken), e.kv_bytes_per_token, "{}", e.id);
+        assert_eq!(
+            2 * elements(Growth::PerToken),
+            e.kv_bytes_per_token,
+            "{}",
+            e.id
+        );
         let window = e.window.map_or(0, |(per_token, _)| per_token);
         assert_eq!(2 * elements(Growth::Window), window, "{}", e.id);
         if let Some((_, w)) = e.window {

@@ -114,7 +114,7 @@ fn thousands(v: i128) -> String {
     let digits = v.unsigned_abs().to_string();
     let mut out = String::new();
     for (k, ch) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k) % 3 == 0 {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -154,7 +154,10 @@ mod tests {
             "layers[moe].attention"
         );
         assert_eq!(
-            local_id("layers[moe].attention.decode.scores", "layers[moe].attention"),
+            local_id(
+                "layers[moe].attention.decode.scores",
+                "layers[moe].attention"
+            ),
             "decode.scores"
         );
     }

@@ -133,12 +133,15 @@ pub fn check(a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                 inst,
                 &c.loc,
                 format!(
-                    "cache entry `{name}` holds `{}` a second time (another entry of `{inst}` holds it already): the cache counts it twice",
+                    "cache entry `{name}` holds `{}` a second time (another entry holds it already): the cache counts it twice",
                     local_id(&a.nodes[t].id, inst)
                 ),
                 "keep one cache entry per tensor that is read".into(),
             );
             continue;
+        }
+        if parts.iter().any(|t| read_of[t].growth != c.growth) {
+            continue; // reported as a growth mismatch
         }
         let want: i128 = parts.iter().map(|t| read_of[t].elements.v).sum();
         if c.elements.v != want {
@@ -192,16 +195,28 @@ fn component_name(a: &Analysis, inst: &str, r: &DecodeRead) -> String {
         .to_string()
 }
 
-/// What a reader takes from earlier positions, in words.
-fn how_read(a: &Analysis, r: &DecodeRead) -> String {
+/// What a reader takes from earlier positions, in words: `what` is the value, named.
+fn how_read(a: &Analysis, r: &DecodeRead, what: &str) -> String {
     match (ops::history(&a.nodes[r.reader].op), r.growth) {
-        (History::State, _) => "carries it from step to step".into(),
-        (History::KernelSteps(_), _) => "keeps its last kernel-1 steps".into(),
+        (History::State, _) => format!("carries its state {what} from step to step"),
+        (History::KernelSteps(_), _) => format!("reads the last kernel-1 steps of {what}"),
         (_, Growth::Window) => format!(
-            "reads it at the last {} positions",
+            "reads {what} at the last {} positions",
             r.window.as_ref().map_or(0, |w| w.v)
         ),
-        _ => "reads it at every earlier position".into(),
+        _ => format!("reads {what} at every earlier position"),
+    }
+}
+
+/// The node a cache entry for a read is best declared on: what the reader takes in when that
+/// is a plain view of the read node (`v_heads` for `v_proj`) in the component's own graph.
+fn declare_on(a: &Analysis, r: &DecodeRead) -> usize {
+    let via = a.nodes[r.via].twin.unwrap_or(r.via);
+    let plain = a.through_views(r.via) == [r.node] || a.through_views(via) == [r.node];
+    if plain && a.nodes[via].phase != harch_engine::analysis::Phase::Decode {
+        via
+    } else {
+        r.node
     }
 }
 
@@ -219,7 +234,7 @@ fn size_note(a: &Analysis, r: &DecodeRead) -> String {
 
 /// The cache entry that holds a read, as YAML.
 fn entry_text(a: &Analysis, inst: &str, r: &DecodeRead) -> String {
-    let node = local_id(&a.nodes[r.node].id, inst);
+    let node = local_id(&a.nodes[declare_on(a, r)].id, inst);
     let reader = &a.nodes[r.reader].op;
     let kind = match ops::history(reader) {
         History::State => "recurrent_state",
@@ -309,19 +324,19 @@ fn missing(
 ) {
     let node = local_id(&a.nodes[r.node].id, inst);
     let via = local_id(&a.nodes[r.via].id, inst);
-    let through = if r.via != r.node && r.via != r.reader {
-        format!(" (through `{via}`)")
+    let what = if r.via != r.node && r.via != r.reader {
+        format!("`{node}` (through `{via}`)")
     } else {
-        String::new()
+        format!("`{node}`")
     };
     f.push(
         code::CACHE_MISSING,
         inst,
         loc,
         format!(
-            "`{}` {} `{node}`{through}, {}, but no cache entry holds it; from its dataflow the layer must cache {need}",
+            "`{}` {} ({}), but no cache entry holds it; from its dataflow the layer must cache {need}",
             local_id(&a.nodes[r.reader].id, inst),
-            how_read(a, r),
+            how_read(a, r, &what),
             size_note(a, r),
         ),
         format!(
@@ -349,7 +364,7 @@ fn growth(f: &mut Findings, a: &Analysis, inst: &str, k: usize, r: &DecodeRead) 
             c.growth.as_str(),
             window(cw.filter(|_| c.growth == Growth::Window)),
             local_id(&a.nodes[r.reader].id, inst),
-            how_read(a, r),
+            how_read(a, r, "it"),
             r.growth.as_str(),
             window(rw),
         ),

@@ -96,6 +96,11 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
         let inst = instance_of(&a.nodes[c.node].id);
         let name = local_id(&a.nodes[c.node].id, inst);
         let loc = dtype_loc(ir, c);
+        // A dtype set by `quant_context` is one finding for every cache it covers.
+        let subject = match c.dtype_origin {
+            DtypeOrigin::Context(_) => "`quant_context.cache`".to_string(),
+            _ => format!("cache `{name}`"),
+        };
         let anchored = match &c.dtype_src {
             None => false,
             Some(_) if texts.is_empty() => true, // no source staged: the source guard says so
@@ -131,7 +136,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                         code::DTYPE_ANCHOR,
                         inst,
                         &loc,
-                        format!("the anchor for cache `{name}` in {}: {why}", c.dtype),
+                        format!("the source anchor for {subject} in {}: {why}", c.dtype),
                         format!(
                             "{} quotes, in backticks, a line copied from the forward source that keeps this value in {}",
                             anchor_field(c),
@@ -182,15 +187,18 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                 )
             })
             .unwrap_or_default();
-        let ratio = harch_engine::eval::dtype_bytes(&w.dtype)
-            .map(|b| format!("{}x the bytes of ", c.dtype_bytes as f64 / b as f64))
-            .unwrap_or_default();
+        let ratio = match harch_engine::eval::dtype_bytes(&w.dtype) {
+            Some(b) if b == c.dtype_bytes => "as many bytes as ".to_string(),
+            Some(b) if 2 * c.dtype_bytes == b => "half the bytes of ".to_string(),
+            Some(b) => format!("{}x the bytes of ", c.dtype_bytes as f64 / b as f64),
+            None => String::new(),
+        };
         f.push(
             code::DTYPE_UNANCHORED,
             inst,
             &loc,
             format!(
-                "cache `{name}` is kept in {} ({}), {ratio}the {} that caches default to ({}), and no quote from the forward source says {}{from_source}",
+                "{subject} keeps its values in {} ({}), {ratio}the {} that caches default to ({}), and no quote from the forward source says {}{from_source}",
                 c.dtype,
                 origin_text(c),
                 w.dtype,

@@ -50,10 +50,14 @@ pub fn check(a: &Analysis) -> Vec<Diagnostic> {
                 inst,
                 &n.loc,
                 format!(
-                    "`{}` holds weights ({tensors}; {} parameters, {} copies) but its value reaches no output of the model{rest}",
+                    "`{}` holds weights ({tensors}; {} parameters{}) but its value reaches no output of the model{rest}",
                     local_id(&n.id, inst),
                     thousands(params),
-                    thousands(n.count.v)
+                    if n.count.v > 1 {
+                        format!(" in each of {} copies", thousands(n.count.v))
+                    } else {
+                        String::new()
+                    }
                 ),
                 "wire it where forward() uses it (the node that consumes it in the source takes it in its `in:`); a weight the source never uses is not part of the forward pass".into(),
             );

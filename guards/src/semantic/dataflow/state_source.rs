@@ -105,7 +105,8 @@ fn statements(text: &str) -> Vec<Stmt> {
         if !st.text.is_empty() {
             st.text.push(' ');
         }
-        st.text.push_str(code.trim().trim_end_matches('\\').trim_end());
+        st.text
+            .push_str(code.trim().trim_end_matches('\\').trim_end());
         st.lines.push((line_no, trimmed.to_string()));
         if depth <= 0 && !code.trim_end().ends_with('\\') {
             depth = 0;
@@ -180,7 +181,10 @@ fn def_name(text: &str) -> Option<&str> {
     let rest = text
         .strip_prefix("def ")
         .or_else(|| text.strip_prefix("async def "))?;
-    rest.split('(').next().map(str::trim).filter(|n| is_ident(n))
+    rest.split('(')
+        .next()
+        .map(str::trim)
+        .filter(|n| is_ident(n))
 }
 
 /// The statement index of the `def` whose body holds statement `at`.
@@ -208,7 +212,12 @@ fn body(stmts: &[Stmt], def: usize) -> std::ops::Range<usize> {
 
 /// Calls before statement `at` in the function whose results bind `var`: (callee, position of
 /// `var` among the targets, number of targets).
-fn producing_calls(stmts: &[Stmt], func: usize, at: usize, var: &str) -> Vec<(String, usize, usize)> {
+fn producing_calls(
+    stmts: &[Stmt],
+    func: usize,
+    at: usize,
+    var: &str,
+) -> Vec<(String, usize, usize)> {
     let mut out = Vec::new();
     for s in &stmts[body(stmts, func).start..at] {
         let Some((lhs, rhs)) = assignment(&s.text) else {
@@ -220,9 +229,7 @@ fn producing_calls(stmts: &[Stmt], func: usize, at: usize, var: &str) -> Vec<(St
         };
         let rhs = rhs.strip_prefix("await ").unwrap_or(rhs);
         if let Some((callee, _)) = rhs.split_once('(')
-            && callee
-                .split('.')
-                .all(|p| is_ident(p.trim()))
+            && callee.split('.').all(|p| is_ident(p.trim()))
         {
             out.push((callee.trim().to_string(), pos, names.len()));
         }
@@ -258,7 +265,10 @@ fn resolve(files: &[File], file: usize, callee: &str) -> Vec<(usize, usize)> {
     for n in names {
         for (fi, f) in files.iter().enumerate() {
             for (si, s) in f.stmts.iter().enumerate() {
-                if s.indent == 0 && def_name(&s.text) == Some(n.as_str()) && !out.contains(&(fi, si)) {
+                if s.indent == 0
+                    && def_name(&s.text) == Some(n.as_str())
+                    && !out.contains(&(fi, si))
+                {
                     out.push((fi, si));
                 }
             }
@@ -293,7 +303,10 @@ fn dtype_sources(text: &str) -> Vec<&str> {
 fn function_state_dtype(f: &File, def: usize, pos: usize, arity: usize) -> Option<SourceDtype> {
     let range = body(&f.stmts, def);
     let stmts = &f.stmts[range.clone()];
-    let ret = stmts.iter().rev().find_map(|s| s.text.strip_prefix("return "))?;
+    let ret = stmts
+        .iter()
+        .rev()
+        .find_map(|s| s.text.strip_prefix("return "))?;
     let results = targets(ret);
     let state = if results.len() == arity {
         results.get(pos).copied()
@@ -320,7 +333,10 @@ fn function_state_dtype(f: &File, def: usize, pos: usize, arity: usize) -> Optio
         }
     };
     if says_f32(init) {
-        return Some(found(&stmts[init_at], format!("builds `{state}` in float32")));
+        return Some(found(
+            &stmts[init_at],
+            format!("builds `{state}` in float32"),
+        ));
     }
     for v in dtype_sources(init) {
         let cast = stmts[..init_at].iter().find(|s| {
@@ -392,7 +408,11 @@ class Mixer(nn.Module):
             d.snippet,
             "x.contiguous().to(torch.float32) for x in (query, key, value)"
         );
-        assert!(d.evidence.contains("`torch_chunk_rule` (modeling_x.py:11)"), "{}", d.evidence);
+        assert!(
+            d.evidence.contains("`torch_chunk_rule` (modeling_x.py:11)"),
+            "{}",
+            d.evidence
+        );
     }
 
     #[test]
@@ -400,10 +420,16 @@ class Mixer(nn.Module):
         let bf16 = SRC.replace("chunk_rule or torch_chunk_rule", "torch_bf16_rule");
         assert_eq!(run(&bf16), None);
         // Two paths that disagree conclude nothing.
-        let both = SRC.replace("chunk_rule or torch_chunk_rule", "torch_chunk_rule or torch_bf16_rule");
+        let both = SRC.replace(
+            "chunk_rule or torch_chunk_rule",
+            "torch_chunk_rule or torch_bf16_rule",
+        );
         assert_eq!(run(&both), None);
         // No state stored into a cache: nothing to trace.
-        let none = SRC.replace("recurrent_states[self.layer_idx] = new_state", "update(new_state)");
+        let none = SRC.replace(
+            "recurrent_states[self.layer_idx] = new_state",
+            "update(new_state)",
+        );
         assert_eq!(run(&none), None);
     }
 
@@ -411,7 +437,11 @@ class Mixer(nn.Module):
     fn statements_join_brackets_and_skip_docstrings() {
         let s = statements(SRC);
         let cast = s.iter().find(|s| s.text.contains("float32")).unwrap();
-        assert!(cast.text.starts_with("query, key, value = ["), "{}", cast.text);
+        assert!(
+            cast.text.starts_with("query, key, value = ["),
+            "{}",
+            cast.text
+        );
         assert!(!cast.text.contains('#'));
         assert!(s.iter().all(|s| !s.text.contains("docstring")));
         assert_eq!(assignment("a == b"), None);
