@@ -17,6 +17,10 @@ pub struct AgentLimits {
     pub max_output_bytes: u64,
     /// Total tokens (input + output) for backends that count them as they go (openai).
     pub max_tokens: u64,
+    /// Dollars this run may spend, enforced inside the run: Claude Code's `--max-budget-usd`,
+    /// checked after every response by the openai loop when it knows its prices. `None`: no cap
+    /// (Codex and Kimi report no cost; their runs are bounded by turns and wall time).
+    pub max_cost_usd: Option<f64>,
     /// Between TERM and KILL when a run is stopped.
     pub term_grace: Duration,
 }
@@ -28,6 +32,7 @@ impl Default for AgentLimits {
             wall_time: Duration::from_secs(45 * 60),
             max_output_bytes: 64 << 20,
             max_tokens: 4_000_000,
+            max_cost_usd: None,
             term_grace: Duration::from_secs(5),
         }
     }

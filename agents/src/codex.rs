@@ -1,6 +1,18 @@
-//! Codex CLI: `codex exec --json --skip-git-repo-check -C DIR -s workspace-write -m MODEL --
-//! PROMPT`. JSONL events: `turn.completed {usage}`, `turn.failed {error}`, `error`, and
-//! `item.*` carrying `agent_message`, `command_execution` and `file_change` items. No cost field.
+//! Codex CLI: `codex exec --json --skip-git-repo-check -C DIR -s danger-full-access
+//! -c allow_login_shell=false [-c openai_base_url=URL] [-m MODEL] -- PROMPT`. JSONL events:
+//! `turn.completed {usage}`, `turn.failed {error}`, `error`, and `item.*` carrying
+//! `agent_message`, `command_execution`, `file_change` and `error` items. No cost field.
+//!
+//! Why these flags (measured with codex-cli 0.171.0, see docs/agents.md):
+//! - Codex's own sandbox is off. `-s workspace-write` starts every command under bubblewrap,
+//!   which cannot set up its namespaces inside our Landlock domain ("error building bubblewrap
+//!   command: Permission denied"), so no command would ever run. Our sandbox (Landlock, rlimits,
+//!   the sandbox user, a cleared environment) is the boundary, as for every backend.
+//! - Commands run in `bash -c`, not a login shell: `/etc/profile` would reset PATH and drop
+//!   the workspace's `bin/`, where `validate` lives.
+//! - Codex ignores `OPENAI_BASE_URL`; the endpoint is a config override.
+//! - Its stream carries `{"type":"error","message":"Reconnecting... n/5 …"}` while it retries a
+//!   transport (the WebSocket first, then HTTPS): notices, not the run's failure.
 
 use std::path::PathBuf;
 
@@ -11,10 +23,15 @@ use crate::{
     AgentBackend, AgentError, AgentOutcome, AgentRequest, Credentials, Failure, FailureKind, Usage,
 };
 
-pub const CODEX_ENV: &[&str] = &["CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+/// Passed to Codex as they are. `OPENAI_BASE_URL` is read by the backend and handed to Codex as
+/// `-c openai_base_url=…`, the only form it honours.
+pub const CODEX_ENV: &[&str] = &["CODEX_API_KEY", "OPENAI_API_KEY"];
+const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 
 pub struct CodexBackend {
     pub binary: PathBuf,
+    /// The Responses API endpoint up to `/v1`; `None` keeps Codex's default.
+    pub base_url: Option<String>,
     env: Vec<(String, String)>,
 }
 
@@ -22,6 +39,10 @@ impl CodexBackend {
     pub fn new(binary: impl Into<PathBuf>, credentials: &Credentials) -> Self {
         CodexBackend {
             binary: binary.into(),
+            base_url: credentials
+                .get(BASE_URL_ENV)
+                .filter(|u| !u.trim().is_empty())
+                .map(str::to_string),
             env: credentials.select(CODEX_ENV),
         }
     }
@@ -41,8 +62,15 @@ impl AgentBackend for CodexBackend {
             "-C".into(),
             req.workspace.root().into(),
             "-s".into(),
-            "workspace-write".into(),
+            "danger-full-access".into(),
+            "-c".into(),
+            "allow_login_shell=false".into(),
         ];
+        if let Some(url) = &self.base_url {
+            // A TOML string: quoted, so a URL is never read as another type.
+            let quoted = serde_json::to_string(url).expect("a string serializes");
+            args.extend(["-c".into(), format!("openai_base_url={quoted}").into()]);
+        }
         if let Some(m) = req.model {
             args.extend(["-m".into(), m.into()]);
         }
@@ -60,6 +88,31 @@ impl AgentBackend for CodexBackend {
         .await?;
         let parsed = parse(&run.events, run.report.exit_code);
         Ok(cli::outcome(req, self.name(), run, parsed))
+    }
+}
+
+/// Codex reports its own transport retries as `error` events; they end nothing.
+fn is_notice(msg: &str) -> bool {
+    msg.trim_start().starts_with("Reconnecting")
+}
+
+/// A dropped stream is the network's fault, not the agent's: worth another run.
+fn classify(msg: &str) -> FailureKind {
+    let lower = msg.to_ascii_lowercase();
+    match cli::classify_message(msg) {
+        FailureKind::AgentError
+            if [
+                "stream disconnected",
+                "connection reset",
+                "timed out",
+                "error sending request",
+            ]
+            .iter()
+            .any(|k| lower.contains(k)) =>
+        {
+            FailureKind::Transient
+        }
+        k => k,
     }
 }
 
@@ -86,7 +139,10 @@ pub(crate) fn parse(events: &[Value], exit_code: Option<i32>) -> Parsed {
                     .or(e["message"].as_str())
                     .unwrap_or("codex reported an error")
                     .to_string();
-                failure = Some(Failure::new(cli::classify_message(&msg), msg));
+                if is_notice(&msg) {
+                    continue;
+                }
+                failure = Some(Failure::new(classify(&msg), msg));
             }
             "item.completed" => {
                 let item = &e["item"];
@@ -133,5 +189,21 @@ mod tests {
         let p = parse(&[json!({"type": "thread.started"})], Some(0));
         assert_eq!(p.failure.unwrap().kind, FailureKind::NoResult);
         assert!(!p.claimed_success);
+    }
+
+    #[test]
+    fn reconnect_notices_are_not_failures_and_a_dropped_stream_is_transient() {
+        // As codex-cli 0.171.0 prints them while it falls back from the WebSocket to HTTPS.
+        let notice = json!({"type": "error", "message": "Reconnecting... 2/5 (unexpected status 404 Not Found: Unknown error, url: ws://127.0.0.1:1/v1/responses)"});
+        let turn =
+            json!({"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}});
+        let p = parse(&[notice.clone(), turn], Some(0));
+        assert!(p.failure.is_none(), "{:?}", p.failure);
+        assert!(p.claimed_success);
+        let dropped = json!({"type": "turn.failed", "error": {"message": "stream disconnected before completion: error sending request for url (http://127.0.0.1:1/v1/responses)"}});
+        let p = parse(&[notice, dropped], Some(1));
+        let f = p.failure.unwrap();
+        assert_eq!(f.kind, FailureKind::Transient);
+        assert!(f.kind.retryable());
     }
 }

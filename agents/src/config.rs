@@ -56,6 +56,10 @@ pub struct OpenAiSettings {
     pub model: String,
     pub api_key_env: String,
     pub request_timeout_s: u64,
+    /// List prices in dollars per million tokens; both 0 (the default) means unknown: the run
+    /// then reports no cost and only the token cap applies inside it.
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
 }
 
 impl Default for OpenAiSettings {
@@ -65,6 +69,8 @@ impl Default for OpenAiSettings {
             model: "gpt-5".into(),
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout_s: 600,
+            input_usd_per_mtok: 0.0,
+            output_usd_per_mtok: 0.0,
         }
     }
 }
@@ -91,6 +97,12 @@ pub fn backend(
             let mut c = OpenAiConfig::new(&s.base_url, &s.model);
             c.api_key_env = s.api_key_env.clone();
             c.request_timeout = Duration::from_secs(s.request_timeout_s);
+            c.price = (s.input_usd_per_mtok > 0.0 || s.output_usd_per_mtok > 0.0).then_some(
+                crate::Price {
+                    input_usd_per_mtok: s.input_usd_per_mtok,
+                    output_usd_per_mtok: s.output_usd_per_mtok,
+                },
+            );
             Box::new(OpenAiBackend::new(c, credentials)?)
         }
         other => {

@@ -1,5 +1,12 @@
-//! Kimi CLI print mode: `kimi --print --output-format stream-json -w DIR -p PROMPT`. Lines are
-//! OpenAI-style messages; errors may arrive as plain text on stdout; exit 75 means "try again".
+//! Kimi CLI print mode: `kimi --print --output-format stream-json -p PROMPT`, started in the
+//! workspace root. Lines are OpenAI-style messages; errors may arrive as plain text on stdout;
+//! exit 75 means "try again". Print mode approves every tool call itself (shell, file writes,
+//! `FetchURL`); our sandbox is the boundary.
+//!
+//! No `-w DIR`: kimi-cli 1.51.0 refuses a work dir its user cannot write ("Directory … is not
+//! writable", exit 2), and the workspace root is read-only to the agent by design (only
+//! `specs/models` and the drafts are writable). Without `-w` it takes the current directory,
+//! which the sandbox sets to the workspace root, unchecked.
 
 use std::path::PathBuf;
 
@@ -40,8 +47,6 @@ impl AgentBackend for KimiBackend {
             "--print".into(),
             "--output-format".into(),
             "stream-json".into(),
-            "-w".into(),
-            req.workspace.root().into(),
         ];
         if let Some(m) = req.model {
             args.extend(["--model".into(), m.into()]);

@@ -38,5 +38,5 @@ pub use codex::{CODEX_ENV, CodexBackend};
 pub use config::{BACKENDS, BackendsConfig, CliConfig, OpenAiSettings, backend};
 pub use error::AgentError;
 pub use kimi::{KIMI_ENV, KimiBackend};
-pub use openai::{OpenAiBackend, OpenAiConfig};
+pub use openai::{OpenAiBackend, OpenAiConfig, Price, RetryPolicy};
 pub use outcome::{AgentOutcome, Failure, FailureKind, Usage};

@@ -80,6 +80,49 @@ async fn gets_only_its_own_credentials_and_a_private_config_dir() {
     assert!(env.contains(&format!("CLAUDE_CONFIG_DIR={}", config.display())));
     assert!(config.is_dir());
     assert!(env.contains(&format!("HOME={}", f.ws.home().display())));
+    // The host's CLAUDE.md files and git status stay out (proven against the real CLI in
+    // worker/tests/real_clis.rs).
+    for switch in [
+        "CLAUDE_CODE_DISABLE_CLAUDE_MDS=1",
+        "CLAUDE_CODE_DISABLE_GIT_INSTRUCTIONS=1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+    ] {
+        assert!(env.contains(switch), "{switch} missing from {env}");
+    }
+}
+
+#[tokio::test]
+async fn no_settings_are_loaded_only_its_tools_exist_and_the_cost_cap_is_passed() {
+    let f = workspace();
+    let backend = ClaudeBackend::new(fixture("claude"), &credentials());
+    let mut limits = limits();
+    limits.max_cost_usd = Some(1.25);
+    let req = AgentRequest {
+        prompt: "Write the spec for tiny.\nSCENARIO: noop\n",
+        workspace: &f.ws,
+        limits: &limits,
+        model: None,
+        label: "generate-1",
+    };
+    backend.run(&req).await.unwrap();
+    let args = std::fs::read_to_string(f.ws.home().join("args.txt")).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    let after = |flag: &str| {
+        let i = args
+            .iter()
+            .position(|a| *a == flag)
+            .unwrap_or_else(|| panic!("{flag} missing: {args:?}"));
+        args[i + 1]
+    };
+    assert_eq!(after("--setting-sources"), "");
+    assert_eq!(after("--tools"), "Read,Write,Edit,Glob,Grep,Bash");
+    let allowed = after("--allowedTools");
+    assert!(
+        !allowed.contains("LS") && !allowed.contains("MultiEdit"),
+        "{allowed}"
+    );
+    assert_eq!(after("--max-budget-usd"), "1.2500");
+    assert!(!args.contains(&"--model"));
 }
 
 #[tokio::test]

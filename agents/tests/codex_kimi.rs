@@ -37,6 +37,34 @@ fn kimi() -> KimiBackend {
 }
 
 #[tokio::test]
+async fn codex_gets_its_base_url_as_a_config_override_and_runs_without_its_own_sandbox() {
+    let f = workspace();
+    let creds = harch_agents::Credentials::from_pairs([
+        ("CODEX_API_KEY", "sk-codex-test"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+    ]);
+    let backend = CodexBackend::new(fixture("codex"), &creds);
+    run(&backend, &f, "fix", 20_000).await;
+    let args = std::fs::read_to_string(f.ws.home().join("args.txt")).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    let pairs: Vec<(&str, &str)> = args.windows(2).map(|w| (w[0], w[1])).collect();
+    for want in [
+        ("-s", "danger-full-access"),
+        ("-c", "allow_login_shell=false"),
+        ("-c", r#"openai_base_url="http://127.0.0.1:9/v1""#),
+    ] {
+        assert!(pairs.contains(&want), "{want:?} missing: {args:?}");
+    }
+    // Codex ignores the variable; it is not passed on.
+    let env = agent_env(&f.ws);
+    assert!(!env.contains("OPENAI_BASE_URL"), "{env}");
+    assert!(
+        f.ws.home().join(".codex").is_dir(),
+        "CODEX_HOME exists before launch"
+    );
+}
+
+#[tokio::test]
 async fn codex_fixes_the_spec_and_reports_usage_from_turn_completed() {
     let f = workspace();
     let o = run(&codex(), &f, "normal", 20_000).await;

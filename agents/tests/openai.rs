@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use common::*;
 use harch_agents::{
-    AgentBackend, AgentOutcome, AgentRequest, FailureKind, OpenAiBackend, OpenAiConfig,
+    AgentBackend, AgentOutcome, AgentRequest, FailureKind, OpenAiBackend, OpenAiConfig, Price,
+    RetryPolicy,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
@@ -113,8 +114,26 @@ async fn server(responder: impl Respond + 'static) -> MockServer {
     server
 }
 
+/// Fast retries, so a test of a persistent 429 takes milliseconds.
+fn config(server: &MockServer) -> OpenAiConfig {
+    let mut config = OpenAiConfig::new(format!("{}/v1", server.uri()), "scripted");
+    config.retry = RetryPolicy {
+        max_retries: 2,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(100),
+    };
+    config
+}
+
 async fn run(server: &MockServer, f: &Fixture, limits: harch_agents::AgentLimits) -> AgentOutcome {
-    let config = OpenAiConfig::new(format!("{}/v1", server.uri()), "scripted");
+    run_with(config(server), f, limits).await
+}
+
+async fn run_with(
+    config: OpenAiConfig,
+    f: &Fixture,
+    limits: harch_agents::AgentLimits,
+) -> AgentOutcome {
     let backend = OpenAiBackend::new(config, &credentials()).unwrap();
     let req = AgentRequest {
         prompt: "Write the spec for tiny.",
@@ -292,7 +311,77 @@ async fn http_errors_are_classified() {
         assert_eq!(o.failure.as_ref().map(|f| f.kind), Some(kind), "{status}");
         assert_eq!(o.retryable(), retryable, "{status}");
         assert!(o.failure.unwrap().message.contains(&status.to_string()));
+        // 429 and 5xx are sent again (twice, as configured); the others are not.
+        let sent = s.received_requests().await.unwrap().len();
+        assert_eq!(sent, if retryable { 3 } else { 1 }, "{status}");
     }
+}
+
+/// The fixing model behind a provider that answers one request (the third) with a 429 and a
+/// `Retry-After`: the same request is sent again and the conversation goes on where it was.
+struct OneRateLimit {
+    served: std::sync::atomic::AtomicUsize,
+}
+
+impl Respond for OneRateLimit {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let n = self
+            .served
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n == 2 {
+            return ResponseTemplate::new(429)
+                .insert_header("retry-after", "0")
+                .set_body_string("rate limit reached for requests");
+        }
+        FixingModel.respond(req)
+    }
+}
+
+#[tokio::test]
+async fn a_429_retries_the_request_not_the_conversation() {
+    let s = server(OneRateLimit {
+        served: Default::default(),
+    })
+    .await;
+    let f = workspace();
+    let o = run(&s, &f, limits()).await;
+    assert!(o.claimed_success, "{:?}", o.failure);
+    assert!(o.failure.is_none());
+    let requests = s.received_requests().await.unwrap();
+    // Six model steps plus the one request sent twice.
+    assert_eq!(o.turns, Some(6));
+    assert_eq!(requests.len(), 7);
+    assert_eq!(
+        requests[2].body, requests[3].body,
+        "the refused request is repeated as it was"
+    );
+    assert!(messages(&requests[2]).len() > 1, "not the first request");
+    let transcript = std::fs::read_to_string(&o.transcript).unwrap();
+    assert_eq!(transcript.matches("retry_after_error").count(), 1);
+    assert!(transcript.contains("rate_limited"), "{transcript}");
+}
+
+#[tokio::test]
+async fn the_cost_cap_is_checked_after_every_response() {
+    let s = server(RestlessModel).await;
+    let f = workspace();
+    let mut c = config(&s);
+    // 100 input + 10 output tokens a step at $10/$100 per million: $0.002 a step.
+    c.price = Some(Price {
+        input_usd_per_mtok: 10.0,
+        output_usd_per_mtok: 100.0,
+    });
+    let mut l = limits();
+    l.max_cost_usd = Some(0.005);
+    let o = run_with(c, &f, l).await;
+    let failure = o.failure.clone().unwrap();
+    assert_eq!(failure.kind, FailureKind::BudgetExceeded);
+    assert!(!o.retryable());
+    assert_eq!(o.turns, Some(3), "$0.006 after the third response");
+    assert_eq!(s.received_requests().await.unwrap().len(), 3);
+    let cost = o.cost_usd.unwrap();
+    assert!((cost - 0.006).abs() < 1e-9, "{cost}");
+    assert!(failure.message.contains("$0.0060"), "{}", failure.message);
 }
 
 #[tokio::test]

@@ -1,9 +1,12 @@
 //! The loop: send the conversation, run the tools the model asks for, answer each call, repeat
-//! until the model stops calling tools or a cap (steps, tokens, wall time) is hit. Every step is
-//! appended to the transcript before the next request.
+//! until the model stops calling tools or a cap (steps, tokens, cost, wall time) is hit. Every
+//! step is appended to the transcript before the next request. A request the provider refuses
+//! for now (429, 5xx, a dropped connection) is sent again after a backoff; the conversation goes
+//! on where it was.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use backon::{ExponentialBuilder, Retryable};
 use serde_json::json;
 
 use super::wire::{ChatRequest, ChatResponse, Message};
@@ -14,6 +17,8 @@ use crate::{AgentError, AgentOutcome, AgentRequest, Failure, FailureKind, Usage}
 #[derive(Default)]
 struct State {
     usage: Usage,
+    /// Known only when the backend has the provider's prices.
+    cost_usd: Option<f64>,
     turns: u32,
     claimed_success: bool,
     final_message: Option<String>,
@@ -51,7 +56,8 @@ pub(super) async fn run(
     }
     transcript.record(
         &json!({"event": "end", "claimed_success": state.claimed_success,
-        "failure": state.failure, "usage": state.usage, "turns": state.turns}),
+        "failure": state.failure, "usage": state.usage, "cost_usd": state.cost_usd,
+        "turns": state.turns}),
     )?;
     Ok(AgentOutcome {
         backend: "openai".into(),
@@ -60,7 +66,7 @@ pub(super) async fn run(
         claimed_success: state.claimed_success,
         turns: Some(state.turns),
         usage: Some(state.usage),
-        cost_usd: None,
+        cost_usd: state.cost_usd,
         wall_ms: started.elapsed().as_millis() as u64,
         transcript: transcript.path().to_path_buf(),
         stderr_log: None,
@@ -98,11 +104,31 @@ async fn steps(
             tool_choice: "auto",
             max_tokens: None,
         };
-        let response = match post(backend, &body).await {
+        let mut waits: Vec<(Failure, u128)> = Vec::new();
+        let sent = (|| post(backend, &body))
+            .retry(backoff(&backend.config.retry))
+            .when(|e: &PostError| {
+                matches!(
+                    e.failure.kind,
+                    FailureKind::RateLimited | FailureKind::Transient
+                )
+            })
+            .adjust(|e, wait| {
+                let cap = backend.config.retry.max_delay;
+                wait.map(|w| e.retry_after.map_or(w, |r| r.min(cap)))
+            })
+            .notify(|e, wait| waits.push((e.failure.clone(), wait.as_millis())))
+            .await;
+        for (failure, wait_ms) in &waits {
+            transcript
+                .record(&json!({"step": step, "retry_after_error": failure, "wait_ms": wait_ms}))?;
+        }
+        let response = match sent {
             Ok(r) => r,
-            Err(failure) => {
-                transcript.record(&json!({"step": step, "error": failure}))?;
-                st.failure = Some(failure);
+            Err(e) => {
+                transcript
+                    .record(&json!({"step": step, "error": e.failure, "retries": waits.len()}))?;
+                st.failure = Some(e.failure);
                 return Ok(());
             }
         };
@@ -116,6 +142,20 @@ async fn steps(
                     .as_ref()
                     .map_or(0, |d| d.cached_tokens),
             });
+        }
+        if let Some(price) = &backend.config.price {
+            let cost = price.cost(&st.usage);
+            st.cost_usd = Some(cost);
+            if let Some(cap) = req.limits.max_cost_usd
+                && cost >= cap
+            {
+                transcript.record(&json!({"step": step, "usage": st.usage, "cost_usd": cost}))?;
+                st.failure = Some(Failure::new(
+                    FailureKind::BudgetExceeded,
+                    format!("spent ${cost:.4} of the run's cap ${cap:.4} after {step} responses"),
+                ));
+                return Ok(());
+            }
         }
         let Some(choice) = response.choices.into_iter().next() else {
             st.failure = Some(Failure::new(
@@ -163,7 +203,37 @@ async fn steps(
     Ok(())
 }
 
-async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatResponse, Failure> {
+fn backoff(p: &super::RetryPolicy) -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(p.base_delay)
+        .with_max_delay(p.max_delay)
+        .with_max_times(p.max_retries)
+        .with_jitter()
+}
+
+/// A request that failed, and how long the server asked us to wait before the next one.
+#[derive(Debug)]
+struct PostError {
+    failure: Failure,
+    retry_after: Option<Duration>,
+}
+
+impl From<Failure> for PostError {
+    fn from(failure: Failure) -> Self {
+        PostError {
+            failure,
+            retry_after: None,
+        }
+    }
+}
+
+/// `Retry-After` in seconds (an HTTP date is left to our own backoff).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatResponse, PostError> {
     let url = format!(
         "{}/chat/completions",
         backend.config.base_url.trim_end_matches('/')
@@ -177,6 +247,7 @@ async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatRes
         .await
         .map_err(|e| Failure::new(FailureKind::Transient, format!("POST {url}: {e}")))?;
     let status = response.status();
+    let wait = retry_after(response.headers());
     let text = response.text().await.map_err(|e| {
         Failure::new(
             FailureKind::Transient,
@@ -191,15 +262,16 @@ async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatRes
             _ => FailureKind::AgentError,
         };
         let snippet: String = text.chars().take(500).collect();
-        return Err(Failure::new(
-            kind,
-            format!("HTTP {status} from {url}: {snippet}"),
-        ));
+        return Err(PostError {
+            failure: Failure::new(kind, format!("HTTP {status} from {url}: {snippet}")),
+            retry_after: wait,
+        });
     }
     serde_json::from_str(&text).map_err(|e| {
         Failure::new(
             FailureKind::AgentError,
             format!("response of {url} is not a chat completion: {e}"),
         )
+        .into()
     })
 }

@@ -21,6 +21,45 @@ pub struct OpenAiConfig {
     pub api_key_env: String,
     /// Per HTTP request.
     pub request_timeout: Duration,
+    /// How one request is retried on 429, 5xx and network errors before the run gives up.
+    pub retry: RetryPolicy,
+    /// The provider's list prices, when known: the run's cost is then counted after every
+    /// response and checked against [`crate::AgentLimits::max_cost_usd`].
+    pub price: Option<Price>,
+}
+
+/// Dollars per million tokens. Cached input is counted at the input price (an upper bound).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Price {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+impl Price {
+    pub fn cost(&self, usage: &crate::Usage) -> f64 {
+        (usage.input_tokens as f64 * self.input_usd_per_mtok
+            + usage.output_tokens as f64 * self.output_usd_per_mtok)
+            / 1e6
+    }
+}
+
+/// Retries of one request: exponential backoff with jitter from `base_delay` up to `max_delay`;
+/// a `Retry-After` from the server replaces the computed wait (capped at `max_delay`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryPolicy {
+    pub max_retries: usize,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 4,
+            base_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(60),
+        }
+    }
 }
 
 impl OpenAiConfig {
@@ -30,6 +69,8 @@ impl OpenAiConfig {
             default_model: default_model.into(),
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_secs(600),
+            retry: RetryPolicy::default(),
+            price: None,
         }
     }
 }

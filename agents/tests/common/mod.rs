@@ -47,6 +47,7 @@ pub fn limits() -> AgentLimits {
         wall_time: Duration::from_secs(20),
         max_output_bytes: 1 << 20,
         max_tokens: 100_000,
+        max_cost_usd: None,
         term_grace: Duration::from_millis(300),
     }
 }

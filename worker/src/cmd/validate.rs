@@ -5,8 +5,12 @@ use harch_guards::{Diagnostic, GuardSet, Report};
 use harch_worker::{specs, subject};
 
 #[derive(clap::Args)]
+// An agent repeating `--json` (the workspace's `validate` already passes it) is not an error.
+#[command(args_override_self = true)]
 pub struct Args {
-    /// A spec file, a library model spec name, or a Hugging Face model id.
+    /// A spec file, a library model spec name, or a Hugging Face model id. Inside an agent's
+    /// workspace it defaults to the job's spec.
+    #[arg(env = "HARCH_VALIDATE_SPEC")]
     pub spec: String,
     /// Truth directory (config.json, index, shard headers, source/) to validate against.
     #[arg(long)]

@@ -88,6 +88,11 @@ pub struct AgentSettings {
     pub openai_model: String,
     #[serde(default = "defaults::openai_api_key_env")]
     pub openai_api_key_env: String,
+    /// The openai backend's list prices (dollars per million tokens); 0: unknown, no cost counted.
+    #[serde(default)]
+    pub openai_input_usd_per_mtok: f64,
+    #[serde(default)]
+    pub openai_output_usd_per_mtok: f64,
     #[serde(default)]
     pub prompt_notes: String,
 }
@@ -283,6 +288,16 @@ impl Settings {
             "HARCH_OPENAI_API_KEY_ENV",
             self.agent.openai_api_key_env,
             text
+        );
+        over!(
+            "HARCH_OPENAI_INPUT_USD_PER_MTOK",
+            self.agent.openai_input_usd_per_mtok,
+            num
+        );
+        over!(
+            "HARCH_OPENAI_OUTPUT_USD_PER_MTOK",
+            self.agent.openai_output_usd_per_mtok,
+            num
         );
         over!("HARCH_PROMPT_NOTES", self.agent.prompt_notes, text);
         over!("HARCH_PUBLISH_REPO", self.publish.repo, text);

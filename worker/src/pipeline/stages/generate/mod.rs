@@ -54,6 +54,8 @@ pub fn backend_for(
             base_url: s.openai_base_url.clone(),
             model: s.openai_model.clone(),
             api_key_env: s.openai_api_key_env.clone(),
+            input_usd_per_mtok: s.openai_input_usd_per_mtok,
+            output_usd_per_mtok: s.openai_output_usd_per_mtok,
             ..harch_agents::OpenAiSettings::default()
         },
     };
@@ -122,7 +124,7 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
     let staged = stage_workspace(cx, &truth_dir, &work).await?;
     let spec_path = staged.spec_path();
     let store = JobStore::open(cx.settings.data_dir()).map_err(io)?;
-    let limits = limits(agent);
+    let mut limits = limits(agent);
     let mut history = attempts::load(&work);
     let mut previous = history.last().map(|a| note_for(a, &spec_path));
     let mut spent_usd: f64 = history.iter().filter_map(|a| a.cost_usd).sum();
@@ -157,6 +159,8 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
         let prompt = render_generate(&input).map_err(perm)?;
         write_atomic(&cx.out(&format!("prompt-{n}.md")), prompt.text.as_bytes()).map_err(io)?;
         let label = format!("generate-{n}");
+        // The run itself stops at what is left of the stage's budget, not only the next check.
+        limits.max_cost_usd = (agent.max_cost_usd > 0.0).then_some(agent.max_cost_usd - spent_usd);
         tracing::info!(attempt = n, agent = backend.name(), prompt = %prompt.size, "generate attempt");
         let outcome = backend
             .run(&AgentRequest {

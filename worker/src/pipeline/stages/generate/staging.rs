@@ -143,8 +143,8 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     }
 
     let sandbox_dir = work.join("sandbox");
-    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"))?;
     let spec_file = spec_file_name(req.model_id, &truth.config);
+    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"), &spec_file)?;
     let run_as = sandbox_user(&req.settings.sandbox_user)?;
     if let Some((uid, _)) = run_as {
         check_traversable(&sandbox_dir, uid)?;
@@ -153,11 +153,7 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
         truth_files: truth_files(req.truth_dir, &truth)?,
         validate: Some(ValidateCommand {
             worker_bin: validate_bin,
-            args: vec![
-                format!("{{specs}}/models/{spec_file}"),
-                "--truth".into(),
-                "{truth}".into(),
-            ],
+            args: vec!["--truth".into(), "{truth}".into()],
         }),
         run_as,
         ..StageSpec::default()
@@ -213,14 +209,21 @@ fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
 }
 
 /// `validate` runs this binary with the workspace as its spec root, whatever directory the agent
-/// calls it from (the sandbox clears the environment, so the wrapper sets it).
-fn write_validate_wrapper(work: &Path, workspace: &Path) -> anyhow::Result<PathBuf> {
+/// calls it from (the sandbox clears the environment, so the wrapper sets it). Bare `validate`
+/// checks the job's spec; `validate specs/models/<name>.yaml`, the path the prompt names, checks
+/// the file named.
+fn write_validate_wrapper(
+    work: &Path,
+    workspace: &Path,
+    spec_file: &str,
+) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let exe = std::env::current_exe().context("locating the harch-worker binary")?;
     let quote = |p: &Path| format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"));
     let script = format!(
-        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} exec {} \"$@\"\n",
+        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
         quote(workspace),
+        quote(&workspace.join("specs/models").join(spec_file)),
         quote(&exe)
     );
     let path = work.join("harch-worker-in-workspace");
