@@ -32,6 +32,10 @@ struct File<'a> {
     stmts: Vec<Stmt>,
 }
 
+/// Stores of a state that are followed; the source may be hostile, and real models store one
+/// state per layer kind.
+const MAX_STORES: usize = 16;
+
 pub fn recurrent_state_dtype(files: &[(&String, &String)]) -> Option<SourceDtype> {
     let files: Vec<File> = files
         .iter()
@@ -41,18 +45,23 @@ pub fn recurrent_state_dtype(files: &[(&String, &String)]) -> Option<SourceDtype
         })
         .collect();
     let mut verdicts: Vec<Option<SourceDtype>> = Vec::new();
-    for (fi, f) in files.iter().enumerate() {
-        for (si, s) in f.stmts.iter().enumerate() {
-            let Some(var) = state_store(&s.text) else {
-                continue;
-            };
-            let Some(func) = enclosing_function(&f.stmts, si) else {
-                continue;
-            };
-            for (callee, pos, arity) in producing_calls(&f.stmts, func, si, &var) {
-                for (gi, di) in resolve(&files, fi, &callee) {
-                    verdicts.push(function_state_dtype(&files[gi], di, pos, arity));
-                }
+    let stores = files.iter().enumerate().flat_map(|(fi, f)| {
+        f.stmts
+            .iter()
+            .enumerate()
+            .filter_map(move |(si, s)| Some((fi, si, state_store(&s.text)?)))
+    });
+    for (fi, si, var) in stores.take(MAX_STORES) {
+        let stmts = &files[fi].stmts;
+        let Some(func) = enclosing_function(stmts, si) else {
+            continue;
+        };
+        for (callee, pos, arity) in producing_calls(stmts, func, si, &var)
+            .into_iter()
+            .take(MAX_STORES)
+        {
+            for (gi, di) in resolve(&files, fi, &callee).into_iter().take(MAX_STORES) {
+                verdicts.push(function_state_dtype(&files[gi], di, pos, arity));
             }
         }
     }
@@ -261,6 +270,9 @@ fn resolve(files: &[File], file: usize, callee: &str) -> Vec<(usize, usize)> {
             look(callee, &mut names);
         }
     }
+    names.sort();
+    names.dedup();
+    names.truncate(MAX_STORES);
     let mut out = Vec::new();
     for n in names {
         for (fi, f) in files.iter().enumerate() {
@@ -431,6 +443,19 @@ class Mixer(nn.Module):
             "update(new_state)",
         );
         assert_eq!(run(&none), None);
+    }
+
+    proptest::proptest! {
+        /// Forward source is hostile input: any text is read without a panic.
+        #[test]
+        fn any_text_is_read_without_panic(lines in proptest::collection::vec(
+            "[ \t]{0,8}(def |return |self\\.|\\.to\\(|float32|\\[|\\]|\\(|\\)|=|,|#|\"\"\"|'|[a-z_]{1,6}|é){0,12}",
+            0..40,
+        )) {
+            let text = lines.join("\n");
+            let _ = run(&text);
+            let _ = run(&format!("{SRC}\n{text}"));
+        }
     }
 
     #[test]
