@@ -33,6 +33,29 @@ impl Diagnostic {
         self.hint = Some(h.into());
         self
     }
+    /// One line: `E123 [guard] file:line:col (node n): message — hint: …`, as retry prompts and
+    /// work orders show a diagnostic.
+    pub fn one_line(&self) -> String {
+        let l = &self.location;
+        let mut s = format!("{} [{}]", self.code, self.guard);
+        if let Some(f) = &l.file {
+            s.push(' ');
+            s.push_str(f);
+            if l.line > 0 {
+                s.push_str(&format!(":{}:{}", l.line, l.column));
+            }
+        }
+        if let Some(n) = &l.node {
+            s.push_str(&format!(" (node {n})"));
+        }
+        s.push_str(": ");
+        s.push_str(&self.message);
+        if let Some(h) = &self.hint {
+            s.push_str(" — hint: ");
+            s.push_str(h);
+        }
+        s
+    }
     pub fn from_spec_error(guard: &'static str, e: &SpecError) -> Diagnostic {
         Diagnostic {
             code: e.code,

@@ -24,7 +24,11 @@ impl PriorErrors {
     pub fn from_diagnostics(attempt: u32, errors: &[Diagnostic]) -> PriorErrors {
         PriorErrors {
             attempt,
-            lines: errors.iter().take(MAX_LISTED_ERRORS).map(line).collect(),
+            lines: errors
+                .iter()
+                .take(MAX_LISTED_ERRORS)
+                .map(Diagnostic::one_line)
+                .collect(),
             more: errors.len().saturating_sub(MAX_LISTED_ERRORS),
             note: None,
         }
@@ -38,26 +42,4 @@ impl PriorErrors {
             ..PriorErrors::default()
         }
     }
-}
-
-fn line(d: &Diagnostic) -> String {
-    let l = &d.location;
-    let mut s = format!("{} [{}]", d.code, d.guard);
-    if let Some(f) = &l.file {
-        s.push(' ');
-        s.push_str(f);
-        if l.line > 0 {
-            s.push_str(&format!(":{}:{}", l.line, l.column));
-        }
-    }
-    if let Some(n) = &l.node {
-        s.push_str(&format!(" (node {n})"));
-    }
-    s.push_str(": ");
-    s.push_str(&d.message);
-    if let Some(h) = &d.hint {
-        s.push_str(" — hint: ");
-        s.push_str(h);
-    }
-    s
 }

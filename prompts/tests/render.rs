@@ -252,37 +252,139 @@ fn forward_source_over_the_budget_stays_in_the_workspace() {
     assert!(p.size.bytes < 200_000, "{}", p.size);
 }
 
+/// A checked review of the tiny Qwen3 truth: one verified row, one contradicted row, a
+/// verified defect, an unverified one whose fix must never reach the fix prompt, and a
+/// contradicted one.
+fn checked_review(truth: &Truth) -> harch_review::Checked {
+    let yaml = r#"verdict: NO_PASS
+mapping:
+  - step: "q and k are normalised per head before rope"
+    node: "layers[dense].attention.q_norm"
+    status: consistent
+    evidence:
+      - 'src: modeling_qwen3.py:3 "hidden_states = decoder_layer(hidden_states)"'
+      - "ckpt: model.layers.X.self_attn.q_norm.weight = [16]"
+  - step: "four decoder layers"
+    node: "layers"
+    status: consistent
+    evidence: ["count: model.layers = 5"]
+defects:
+  - title: "k_norm is missing"
+    where: "layers[dense].attention"
+    fix: "add an rmsnorm over head_dim on k before rope"
+    evidence: ["ckpt: model.layers.X.self_attn.k_norm.weight = [16]"]
+  - title: "the rope theta is 500000"
+    where: "layers[dense].attention.rope"
+    fix: "SECRET-UNVERIFIED-FIX"
+    evidence: ["cfg: rms_norm_eps = 1e-6"]
+  - title: "SECRET-CONTRADICTED-TITLE"
+    where: "layers[dense].ffn"
+    fix: "SECRET-CONTRADICTED-FIX"
+    evidence: ["cfg: intermediate_size = 4096"]
+"#;
+    let nodes =
+        harch_review::SpecNodes::new(["layers[dense].attention.q_norm", "layers[dense].ffn"]);
+    let report = harch_review::parse_report("review.yaml", yaml, &nodes).unwrap();
+    harch_review::check(&report, &harch_review::Facts::from_truth(truth))
+}
+
 #[test]
 fn review_and_fix_prompts_render() {
     let truth = qwen3_like();
-    let review = render_review(&ReviewInput {
+    let nodes = vec![
+        "layers[dense].attention.q_norm".to_string(),
+        "layers[dense].ffn".to_string(),
+    ];
+    let first = render_review(&ReviewInput {
         model_id: "Qwen/Qwen3-tiny",
         spec_path: "specs/models/qwen3.yaml",
         spec_text: "model: qwen3\n",
         drafts: &[("x.yaml".into(), "component: x\n".into())],
         truth: &truth,
-        report_path: "review/report.md",
+        report_path: "review.yaml",
+        node_paths: &nodes,
+        previous: None,
+        report_errors: None,
     })
     .unwrap();
     for needle in [
-        "VERDICT: PASS",
-        "src:   modeling_x.py:120-122",
+        "verdict: PASS",
+        harch_review::GRAMMAR,
+        harch_review::EXAMPLES,
+        "- `truth/source/modeling_qwen3.py` (3 lines)",
+        "- `truth/source/configuration_qwen3.py` (1 line)",
+        "layers[dense].attention.q_norm\nlayers[dense].ffn",
         "model: qwen3",
         "### draft x.yaml",
-        "class Qwen3Attention",
-        "review/report.md",
+        // The source is numbered so citations can be exact.
+        "1 | class Qwen3Attention:\n2 |     def forward(self):\n3 |         hidden_states",
+        "`review.yaml`",
     ] {
         assert!(
-            review.text.contains(needle),
+            first.text.contains(needle),
             "review prompt lacks {needle:?}"
         );
     }
+    assert!(!first.text.contains("previous review round"));
+    assert!(!first.text.contains("malformed"));
+
+    // A re-review carries the last round's verdicts and the facts its false claims missed, and
+    // a retry after a malformed report carries the report's errors.
+    let c = checked_review(&truth);
     let errors = PriorErrors::from_diagnostics(
-        0,
+        2,
         &[Diagnostic::new(
-            "load",
-            "L001",
-            "unknown field `atention`",
+            "review",
+            "E002",
+            "unknown verdict `LGTM`",
+            Location::at("review.yaml", 1, 10),
+        )
+        .hint("write `verdict: PASS` or `verdict: NO_PASS`")],
+    );
+    let again = render_review(&ReviewInput {
+        model_id: "Qwen/Qwen3-tiny",
+        spec_path: "specs/models/qwen3.yaml",
+        spec_text: "model: qwen3\n",
+        drafts: &[],
+        truth: &truth,
+        report_path: "review.yaml",
+        node_paths: &nodes,
+        previous: Some(&c),
+        report_errors: Some(&errors),
+    })
+    .unwrap();
+    for needle in [
+        "The agent said NO_PASS; the worker recorded NO_PASS",
+        "Rows:\n1 verified, 0 unverified,\n1 contradicted",
+        "- verified: row `q and k are normalised per head before rope` → layers[dense].attention.q_norm (consistent)",
+        "- contradicted: row `four decoder layers` → layers (consistent)\n  - false: `count: model.layers = 5`; the facts: model.layers has 4 distinct indices\n",
+        "- unverified: defect `the rope theta is 500000` at layers[dense].attention.rope — no holding claim states `500000`",
+        "## Your previous report was malformed (attempt 2)",
+        "- E002 [review] review.yaml:1:10: unknown verdict `LGTM` — hint: write `verdict: PASS` or `verdict: NO_PASS`",
+    ] {
+        assert!(
+            again.text.contains(needle),
+            "re-review prompt lacks {needle:?}"
+        );
+    }
+    assert!(
+        !again.text.contains("SECRET-UNVERIFIED-FIX"),
+        "a re-review repeats no suggested fix"
+    );
+
+    let fresh = Diagnostic::new(
+        "load",
+        "L001",
+        "unknown field `atention`",
+        Location::in_file("specs/models/qwen3.yaml"),
+    );
+    let orders = harch_review::work_orders(Some(&c), &[fresh]);
+    let previous_attempt = PriorErrors::from_diagnostics(
+        1,
+        &[Diagnostic::new(
+            "weight",
+            "W001",
+            "checkpoint tensor lm_head.weight is claimed by no spec node",
             Location::in_file("specs/models/qwen3.yaml"),
         )],
     );
@@ -290,22 +392,36 @@ fn review_and_fix_prompts_render() {
         model_id: "Qwen/Qwen3-tiny",
         spec_path: "specs/models/qwen3.yaml",
         spec_text: "model: qwen3\n",
-        work_orders: &[
-            "q_norm is missing before rope (verified: src: modeling_qwen3.py:2 \"def forward\")"
-                .into(),
-        ],
-        errors: Some(&errors),
+        work_orders: &orders,
+        review: Some(&c),
+        errors: Some(&previous_attempt),
         truth: &truth,
     })
     .unwrap();
     for needle in [
-        "1. q_norm is missing before rope",
-        "fresh run",
-        "L001 [load] specs/models/qwen3.yaml: unknown field `atention`",
+        "1. The spec does not load: L001 [load] specs/models/qwen3.yaml: unknown field `atention`",
+        "2. Verified defect at `layers[dense].attention`: k_norm is missing\n   Fix: add an rmsnorm over head_dim on k before rope\n   Evidence (checked, it holds):\n   - ckpt: model.layers.X.self_attn.k_norm.weight = [16]",
+        "3. Unverified finding (its evidence does not cover it; no fix is given): the rope theta is 500000. Look at `layers[dense].attention.rope`",
+        "4. A finding about `layers[dense].ffn` cited evidence that disagrees with the facts. Do not act on it.\n\n",
+        "The review was recorded NO_PASS: mapping rows 1\nverified, 0 unverified, 1\ncontradicted; defects 1 verified, 1\nunverified, 1 contradicted.",
+        "## Your previous attempt did not validate (attempt 1)",
+        "W001 [weight] specs/models/qwen3.yaml: checkpoint tensor lm_head.weight",
+        harch_review::GRAMMAR,
+        "- `truth/source/modeling_qwen3.py` (3 lines)",
         "Primitive ops",
-        "modeling_qwen3.py",
     ] {
-        assert!(fix.text.contains(needle), "fix prompt lacks {needle:?}");
+        assert!(
+            fix.text.contains(needle),
+            "fix prompt lacks {needle:?}\n{}",
+            fix.text
+        );
+    }
+    for secret in [
+        "SECRET-UNVERIFIED-FIX",
+        "SECRET-CONTRADICTED-TITLE",
+        "SECRET-CONTRADICTED-FIX",
+    ] {
+        assert!(!fix.text.contains(secret), "the fix prompt leaks {secret}");
     }
     assert!(
         !fix.text.contains("class Qwen3Attention"),

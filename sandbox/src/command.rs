@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
+use crate::freeze::ModeFreeze;
 use crate::fs_policy::{FsPolicy, PreparedRuleset};
 use crate::rlimits::{self, ResourceLimits};
 use crate::{SandboxError, Workspace, env};
@@ -117,12 +118,14 @@ impl SandboxCommand {
         }
         let limits = self.limits.clone();
         let in_child = Arc::clone(&ruleset);
+        let freeze = Arc::new(ModeFreeze::build());
         // SAFETY: the closure only makes async-signal-safe syscalls (setrlimit, prctl,
         // landlock_restrict_self) on values prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
                 rlimits::apply_in_child(&limits)?;
-                in_child.restrict_in_child()
+                in_child.restrict_in_child()?;
+                freeze.install_in_child()
             });
         }
         let child = cmd.spawn().map_err(|source| SandboxError::Spawn {

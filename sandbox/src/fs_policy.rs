@@ -58,6 +58,23 @@ pub fn landlock_abi() -> Option<u32> {
     None
 }
 
+/// What a sandboxed process may do beneath a writable root: everything but make symbolic links,
+/// FIFOs, sockets and device nodes. The worker reads what an agent leaves there; a link could
+/// point it at a file the agent cannot read, a FIFO or device could block or flood its read.
+/// Regular files and directories are all an agent needs: editors and Claude Code's Write make a
+/// temporary file and rename it over the target in the same directory (MAKE_REG, REMOVE_FILE),
+/// and renaming from another writable root is covered by REFER.
+#[cfg(target_os = "linux")]
+pub(crate) fn write_access(abi: landlock::ABI) -> landlock::BitFlags<landlock::AccessFs> {
+    use landlock::{Access, AccessFs};
+    AccessFs::from_all(abi)
+        & !(AccessFs::MakeSym
+            | AccessFs::MakeFifo
+            | AccessFs::MakeSock
+            | AccessFs::MakeChar
+            | AccessFs::MakeBlock)
+}
+
 /// A ruleset ready to be enforced in a child; `None` inside means "run unconfined" (allowed
 /// only when the policy does not require Landlock).
 #[derive(Debug)]
@@ -107,7 +124,7 @@ impl PreparedRuleset {
         }
         for root in write_roots.iter().chain(&policy.extra_write_roots) {
             ruleset = ruleset
-                .add_rule(PathBeneath::new(open(root)?, AccessFs::from_all(abi)))
+                .add_rule(PathBeneath::new(open(root)?, write_access(abi)))
                 .map_err(|e| err(&e))?;
         }
         let fd: Option<OwnedFd> = ruleset.into();
@@ -132,17 +149,21 @@ impl PreparedRuleset {
     }
 
     /// Confines the calling (freshly forked) process. Async-signal-safe: two syscalls.
+    /// `PR_SET_NO_NEW_PRIVS` is set even without a ruleset: the seccomp filter needs it, and no
+    /// sandboxed process has any business gaining privileges through a setuid binary.
     pub(crate) fn restrict_in_child(&self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
-        if let Some(fd) = &self.0 {
-            use std::os::fd::AsRawFd;
+        {
             // SAFETY: prctl and landlock_restrict_self take integers only.
             unsafe {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                if let Some(fd) = &self.0 {
+                    use std::os::fd::AsRawFd;
+                    if libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
             }
         }

@@ -3,8 +3,10 @@
 //!
 //! It owns the workspace layout and staging (ground truth and the spec library read-only, a
 //! writable area for the model spec and draft components, a `validate` wrapper on PATH), process
-//! isolation (Landlock: writes only inside the writable area, the private HOME and TMPDIR;
-//! rlimits; a cleared environment that refuses publishing credentials; its own process group)
+//! isolation (Landlock: writes only inside the writable area, the private HOME and TMPDIR, and
+//! there no links, FIFOs, sockets or devices; seccomp: modes, owners and extended attributes
+//! frozen; rlimits; a cleared environment that refuses publishing credentials; its own process
+//! group, recorded so a rebuilt workspace kills what a dead supervisor left running)
 //! and supervision (concurrent draining of stdout and stderr into capped logs, wall-clock
 //! timeouts, TERM then KILL of the whole group).
 //!
@@ -30,7 +32,9 @@
 mod command;
 mod env;
 mod error;
+mod freeze;
 mod fs_policy;
+mod leftovers;
 mod paths;
 mod rlimits;
 mod snapshot;

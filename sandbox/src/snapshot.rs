@@ -37,42 +37,49 @@ impl WritableSnapshot {
     }
 }
 
+/// At most this many entries are fingerprinted; an agent that makes more gets the rest unseen.
+const MAX_ENTRIES: usize = 20_000;
+
 impl Workspace {
+    /// Fingerprints of the writable area from metadata alone (kind, size, mtime, inode, mode):
+    /// no file is opened, so nothing an agent leaves there (a FIFO, a link to a device, a huge
+    /// file) can block or slow the worker. Iterative and bounded in entries.
     pub fn snapshot_writable(&self) -> WritableSnapshot {
+        use std::os::unix::fs::MetadataExt;
         let mut snap = WritableSnapshot::default();
         let root = self.root();
-        for dir in self.writable_dirs() {
-            walk(&dir, &root, &mut snap.files);
-        }
-        snap
-    }
-}
-
-fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, u64>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let mut h = DefaultHasher::new();
-        if kind.is_dir() {
-            walk(&path, root, out);
-            continue;
-        } else if kind.is_symlink() {
-            // Never follow: an agent's link to /dev/zero must not hang the worker.
-            std::fs::read_link(&path).ok().hash(&mut h);
-        } else if kind.is_file() {
-            let Ok(bytes) = std::fs::read(&path) else {
+        let mut stack: Vec<PathBuf> = self.writable_dirs();
+        let mut seen = 0usize;
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            bytes.hash(&mut h);
-        } else {
-            continue;
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    return snap;
+                }
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let mut h = DefaultHasher::new();
+                (
+                    meta.mode(),
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                    meta.ino(),
+                )
+                    .hash(&mut h);
+                let rel = path.strip_prefix(&root).unwrap_or(&path).to_path_buf();
+                snap.files.insert(rel, h.finish());
+            }
         }
-        let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-        out.insert(rel, h.finish());
+        snap
     }
 }

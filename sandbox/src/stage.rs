@@ -51,18 +51,36 @@ pub(crate) fn create_dir(path: &Path) -> Result<(), SandboxError> {
 }
 
 pub(crate) fn write_atomic(dest: &Path, bytes: &[u8], mode: u32) -> Result<(), SandboxError> {
-    use std::os::unix::fs::PermissionsExt;
     let parent = dest.parent().unwrap_or(Path::new("."));
     create_dir(parent)?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
-    fs::write(&tmp, bytes).map_err(SandboxError::io("writing", &tmp))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
-        .map_err(SandboxError::io("setting permissions of", &tmp))?;
-    fs::rename(&tmp, dest).map_err(SandboxError::io("renaming into", dest))
+    harch_files::write_atomic_mode(dest, bytes, mode).map_err(SandboxError::io("writing", dest))
+}
+
+fn source_bytes(file: &StagedFile) -> Result<std::borrow::Cow<'_, [u8]>, SandboxError> {
+    Ok(match &file.content {
+        FileSource::Bytes(b) => b.into(),
+        FileSource::Copy(src) => fs::read(src)
+            .map_err(SandboxError::io("reading", src))?
+            .into(),
+    })
+}
+
+/// Seeds a file into the agent's writable area, unless the agent already has one there (a
+/// retry continues from its own file). Every component is walked without following links.
+pub(crate) fn seed_file(area: &Path, file: &StagedFile, mode: u32) -> Result<(), SandboxError> {
+    let rel = checked_relative(&file.dest)?;
+    let refused = |e: harch_files::Refused| SandboxError::Io {
+        action: "seeding",
+        path: area.join(rel),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let beneath = harch_files::Beneath::open(area).map_err(SandboxError::io("opening", area))?;
+    if beneath.kind(rel).map_err(refused)?.is_some() {
+        return Ok(());
+    }
+    beneath
+        .write(rel, &source_bytes(file)?, mode)
+        .map_err(refused)
 }
 
 pub(crate) fn stage_file(
@@ -71,13 +89,7 @@ pub(crate) fn stage_file(
     mode: u32,
 ) -> Result<PathBuf, SandboxError> {
     let dest = area.join(checked_relative(&file.dest)?);
-    match &file.content {
-        FileSource::Bytes(b) => write_atomic(&dest, b, mode)?,
-        FileSource::Copy(src) => {
-            let bytes = fs::read(src).map_err(SandboxError::io("reading", src))?;
-            write_atomic(&dest, &bytes, mode)?;
-        }
-    }
+    write_atomic(&dest, &source_bytes(file)?, mode)?;
     Ok(dest)
 }
 
@@ -116,14 +128,37 @@ pub(crate) fn remove_tree(path: &Path) -> Result<(), SandboxError> {
     }
 }
 
-/// Hands a tree to the sandbox's user (only used when the worker runs as root).
+/// Hands the parts of a writable tree that the worker made (fresh directories, seeded files) to
+/// the sandbox's user (only when the worker runs as root). What the agent made is already its
+/// own and is left alone; links and special files are never touched, and neither is a file
+/// with more than one name, which could be a hard link to a file outside. Iterative, so an
+/// agent's deeply nested directories cannot exhaust the worker's stack; bounded in entries.
 pub(crate) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), SandboxError> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .map_err(SandboxError::io("chown", path))?;
-    if path.is_dir() && !path.is_symlink() {
-        let entries = fs::read_dir(path).map_err(SandboxError::io("listing", path))?;
-        for entry in entries.flatten() {
-            chown_tree(&entry.path(), uid, gid)?;
+    use std::os::unix::fs::MetadataExt;
+    const MAX_ENTRIES: usize = 100_000;
+    let mut stack = vec![path.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(p) = stack.pop() {
+        seen += 1;
+        if seen > MAX_ENTRIES {
+            tracing::warn!(tree = %path.display(), "more than {MAX_ENTRIES} entries: the rest keep their owners");
+            break;
+        }
+        let Ok(meta) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let ft = meta.file_type();
+        let plain_file = ft.is_file() && meta.nlink() == 1;
+        if !(ft.is_dir() || plain_file) {
+            continue;
+        }
+        if meta.uid() != uid || meta.gid() != gid {
+            std::os::unix::fs::lchown(&p, Some(uid), Some(gid))
+                .map_err(SandboxError::io("chown", &p))?;
+        }
+        if ft.is_dir() {
+            let entries = fs::read_dir(&p).map_err(SandboxError::io("listing", &p))?;
+            stack.extend(entries.flatten().map(|e| e.path()));
         }
     }
     Ok(())

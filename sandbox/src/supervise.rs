@@ -22,6 +22,9 @@ pub struct RunOptions {
     pub stderr_path: PathBuf,
     /// How long the group gets between TERM and KILL.
     pub term_grace: Duration,
+    /// Where the running group is recorded, so that rebuilding the workspace can kill it if
+    /// this supervisor dies first ([`Workspace::create`](crate::Workspace::create)).
+    pub group_file: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -34,6 +37,7 @@ impl RunOptions {
             stdout_path: dir.join(format!("{stem}.stdout")),
             stderr_path: dir.join(format!("{stem}.stderr")),
             term_grace: Duration::from_secs(5),
+            group_file: Some(crate::leftovers::group_file(dir, stem)),
         }
     }
 }
@@ -62,12 +66,15 @@ impl RunReport {
     }
 }
 
-/// Kills the group on drop, so a cancelled run leaves nothing running.
-struct GroupGuard(i32);
+/// Kills the group on drop, so a cancelled run leaves nothing running, and forgets its record.
+struct GroupGuard(i32, Option<PathBuf>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         signal_group(self.0, libc::SIGKILL);
+        if let Some(f) = &self.1 {
+            crate::leftovers::forget(f);
+        }
     }
 }
 
@@ -99,7 +106,10 @@ impl SandboxCommand {
 
         let started = Instant::now();
         let mut spawned = self.spawn()?;
-        let guard = GroupGuard(spawned.pgid);
+        let guard = GroupGuard(spawned.pgid, opts.group_file.clone());
+        if let Some(f) = &opts.group_file {
+            crate::leftovers::record(f, spawned.pgid);
+        }
         let flood = Arc::new(Notify::new());
         let out = spawned.child.stdout.take().expect("stdout is piped");
         let err = spawned.child.stderr.take().expect("stderr is piped");

@@ -54,6 +54,9 @@ pub struct StageSpec {
     /// Files that start the writable area (a spec to fix), relative to `specs/`; each must land in
     /// `models/` or `components/drafts/`. Existing files are kept, so a retry continues.
     pub seed_files: Vec<StagedFile>,
+    /// More writable directories, relative to the workspace root, outside `truth/` and `specs/`
+    /// (a review stage's `review/`, where the agent writes its report).
+    pub writable_dirs: Vec<PathBuf>,
     pub validate: Option<ValidateCommand>,
     pub fs_policy: FsPolicy,
     pub limits: ResourceLimits,
@@ -87,6 +90,8 @@ pub struct Workspace {
     pub(crate) limits: ResourceLimits,
     base_path: OsString,
     pub(crate) run_as: Option<(u32, u32)>,
+    /// `StageSpec::writable_dirs`, absolute.
+    extra_writable: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -97,7 +102,7 @@ impl Workspace {
         let job_dir = job_dir
             .canonicalize()
             .map_err(SandboxError::io("resolving", job_dir))?;
-        let ws = Workspace {
+        let mut ws = Workspace {
             job_dir,
             fs_policy: spec.fs_policy.clone(),
             limits: spec.limits.clone(),
@@ -107,7 +112,22 @@ impl Workspace {
                 .or_else(|| std::env::var_os("PATH"))
                 .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
             run_as: spec.run_as,
+            extra_writable: Vec::new(),
         };
+        for dir in &spec.writable_dirs {
+            let rel = stage::checked_relative(dir)?;
+            let top = rel
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_os_string());
+            if top.is_none_or(|t| t == "truth" || t == "specs") {
+                return Err(SandboxError::BadStagedPath(dir.clone()));
+            }
+            ws.extra_writable.push(ws.root().join(rel));
+        }
+        // Nothing may still run in a workspace being rebuilt: a supervisor that died (a killed
+        // worker) leaves its group recorded next to the logs.
+        crate::leftovers::kill_recorded(&ws.logs_dir());
         for dir in [ws.root(), ws.home(), ws.tmp(), ws.logs_dir()] {
             stage::create_dir(&dir)?;
         }
@@ -144,9 +164,8 @@ impl Workspace {
             if !ws.writable_dirs().iter().any(|w| dest.starts_with(w)) {
                 return Err(SandboxError::BadStagedPath(file.dest.clone()));
             }
-            if !dest.exists() {
-                stage::stage_file(&specs, file, WRITABLE_FILE)?;
-            }
+            // The writable area is the agent's: its contents are walked without following links.
+            stage::seed_file(&specs, file, WRITABLE_FILE)?;
         }
 
         if let Some((uid, gid)) = ws.run_as {
@@ -197,12 +216,14 @@ impl Workspace {
     pub fn specs_dir(&self) -> PathBuf {
         self.root().join("specs")
     }
-    /// Directories the agent may write, in the order models, drafts.
+    /// Directories the agent may write, in the order models, drafts, then `StageSpec::writable_dirs`.
     pub fn writable_dirs(&self) -> Vec<PathBuf> {
-        vec![
+        let mut dirs = vec![
             self.specs_dir().join(MODELS_DIR),
             self.specs_dir().join(DRAFTS_DIR),
-        ]
+        ];
+        dirs.extend(self.extra_writable.iter().cloned());
+        dirs
     }
     pub fn home(&self) -> PathBuf {
         self.job_dir.join("home")

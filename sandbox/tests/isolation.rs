@@ -142,3 +142,110 @@ async fn a_root_worker_hands_the_writable_areas_to_its_sandbox_user() {
     assert_eq!(out, "65534\nok\n");
     assert!(config.join("c").is_file());
 }
+
+/// The worker reads what an agent leaves in its writable roots: no links, FIFOs, sockets or
+/// device nodes may appear there, while the temp-file-and-rename that editors and Claude Code's
+/// Write use keeps working.
+#[tokio::test]
+async fn no_links_fifos_sockets_or_devices_in_the_writable_roots() {
+    if !landlock_available() {
+        return;
+    }
+    let f = workspace();
+    std::fs::write(&f.outside, "outside").unwrap();
+    let mut script = String::new();
+    for (i, dir) in [
+        "specs/models",
+        "specs/components/drafts",
+        "\"$HOME\"",
+        "\"$TMPDIR\"",
+    ]
+    .iter()
+    .enumerate()
+    {
+        script += &format!(
+            "ln -s {outside} {dir}/link{i} 2>/dev/null && echo made-link; \
+             ln -s /dev/zero {dir}/zero{i} 2>/dev/null && echo made-zero-link; \
+             mkfifo {dir}/fifo{i} 2>/dev/null && echo made-fifo; \
+             mknod {dir}/null{i} c 1 3 2>/dev/null && echo made-device; \
+             perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => \"{sock}\", Listen => 1) or exit 1' 2>/dev/null && echo made-socket; ",
+            outside = f.outside.display(),
+            sock = format!("{}/sock{i}", dir.trim_matches('"'))
+                .replace("$HOME", "'\"$HOME\"'")
+                .replace("$TMPDIR", "'\"$TMPDIR\"'"),
+        );
+    }
+    // Claude Code's Write: a temp file renamed over the target, new and existing; a rename from
+    // TMPDIR into the writable area.
+    script += "echo one > specs/models/.m.yaml.tmp && mv specs/models/.m.yaml.tmp specs/models/m.yaml && \
+               echo two > specs/models/.m.yaml.tmp && mv specs/models/.m.yaml.tmp specs/models/m.yaml && \
+               echo three > \"$TMPDIR/d.yaml\" && mv \"$TMPDIR/d.yaml\" specs/components/drafts/d.yaml && echo renamed";
+    let (report, out, err) = sh(&f.ws, &script).await;
+    assert!(report.landlock_enforced);
+    assert_eq!(out.trim(), "renamed", "stderr: {err}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.specs_dir().join("models/m.yaml")).unwrap(),
+        "two\n"
+    );
+    assert!(f.ws.specs_dir().join("components/drafts/d.yaml").is_file());
+    for dir in [
+        f.ws.specs_dir().join("models"),
+        f.ws.specs_dir().join("components/drafts"),
+        f.ws.home(),
+        f.ws.tmp(),
+    ] {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            assert!(t.is_file() || t.is_dir(), "{:?} is {t:?}", e.path());
+        }
+    }
+}
+
+/// chmod, chown and extended attributes are no-ops for every sandboxed process, even on files
+/// it owns (here the test runs the sandbox as its own user, who owns the staged truth), while
+/// tools that copy modes as they go (`sed -i`, `cp -p`) still work.
+#[tokio::test]
+async fn modes_and_owners_are_frozen() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let f = workspace();
+    std::fs::write(&f.outside, "outside").unwrap();
+    std::fs::set_permissions(&f.outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = f.ws.truth_dir().join("config.json");
+    let before = std::fs::metadata(&config).unwrap();
+    let script = format!(
+        "chmod 666 truth/config.json && echo chmod-said-ok; chmod 000 {outside}; chmod 777 {outside}; \
+         chown 65534 truth/config.json; chmod 777 truth; \
+         echo 'a: 1' > specs/models/m.yaml && chmod 700 specs/models/m.yaml; \
+         sed -i 's/1/2/' specs/models/m.yaml && echo sed-ok; cp -p specs/models/m.yaml specs/models/c.yaml && echo cp-ok",
+        outside = f.outside.display()
+    );
+    let (_, out, err) = sh(&f.ws, &script).await;
+    assert_eq!(out, "chmod-said-ok\nsed-ok\ncp-ok\n", "stderr: {err}");
+    let after = std::fs::metadata(&config).unwrap();
+    assert_eq!(after.mode(), before.mode());
+    assert_eq!(after.uid(), before.uid());
+    let outside = std::fs::metadata(&f.outside).unwrap();
+    assert_eq!(outside.mode() & 0o777, 0o600);
+    let m = std::fs::metadata(f.ws.specs_dir().join("models/m.yaml")).unwrap();
+    assert_ne!(m.mode() & 0o777, 0o700);
+    assert_eq!(
+        std::fs::read_to_string(f.ws.specs_dir().join("models/m.yaml")).unwrap(),
+        "a: 2\n"
+    );
+}
+
+#[tokio::test]
+async fn an_added_writable_dir_is_writable_under_the_same_rules() {
+    if !landlock_available() {
+        return;
+    }
+    let f = workspace_with(|s| s.writable_dirs.push("review".into()));
+    let (_, out, err) = sh(
+        &f.ws,
+        "echo 'verdict: PASS' > review/review.yaml && echo wrote; ln -s /etc/passwd review/l 2>/dev/null || echo no-link",
+    )
+    .await;
+    assert_eq!(out, "wrote\nno-link\n", "{err}");
+    assert!(f.ws.root().join("review/review.yaml").is_file());
+}

@@ -136,3 +136,55 @@ fn the_projects_spec_repository_stages_read_only_without_its_models() {
     // The model specs are what the agent writes: none is handed to it.
     assert_eq!(std::fs::read_dir(specs.join("models")).unwrap().count(), 0);
 }
+
+/// Seeding writes into the agent's area without following what it planted there.
+#[test]
+fn seeding_never_follows_links_the_agent_planted() {
+    let f = common::workspace();
+    std::fs::write(&f.outside, "outside").unwrap();
+    let models = f.ws.specs_dir().join("models");
+    std::os::unix::fs::symlink(f.outside.parent().unwrap(), models.join("sub")).unwrap();
+    let seed = |dest: &str| StageSpec {
+        seed_files: vec![StagedFile::bytes(dest, b"seed".to_vec())],
+        ..StageSpec::default()
+    };
+    let err = Workspace::create(f.ws.job_dir(), &seed("models/sub/outside.txt")).unwrap_err();
+    assert!(
+        err.to_string().contains("`models/sub` is a symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&f.outside).unwrap(), "outside");
+    // A link where the seed goes counts as the agent's own file: kept, never written through.
+    std::os::unix::fs::symlink(&f.outside, models.join("m.yaml")).unwrap();
+    Workspace::create(f.ws.job_dir(), &seed("models/m.yaml")).unwrap();
+    assert_eq!(std::fs::read_to_string(&f.outside).unwrap(), "outside");
+    // A fresh seed lands.
+    let ws = Workspace::create(f.ws.job_dir(), &seed("components/drafts/new/d.yaml")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.specs_dir().join("components/drafts/new/d.yaml")).unwrap(),
+        "seed"
+    );
+}
+
+/// A stage that needs the agent to write elsewhere (review: `review/review.yaml`) names the
+/// directory; it gets the same rules as the spec areas and may not overlap the staged parts.
+#[test]
+fn stages_may_add_writable_dirs_outside_the_staged_parts() {
+    let f = common::workspace();
+    let spec = |dir: &str| StageSpec {
+        writable_dirs: vec![dir.into()],
+        ..StageSpec::default()
+    };
+    let ws = Workspace::create(f.ws.job_dir(), &spec("review")).unwrap();
+    let review = ws.root().join("review");
+    assert!(review.is_dir());
+    assert!(ws.writable_dirs().contains(&review));
+    assert_eq!(
+        ws.resolve_write("review/review.yaml").unwrap(),
+        review.join("review.yaml")
+    );
+    for bad in ["truth/x", "specs/arch", "../x", "/tmp/x"] {
+        let err = Workspace::create(f.ws.job_dir(), &spec(bad)).unwrap_err();
+        assert!(err.to_string().contains("must be relative"), "{bad}: {err}");
+    }
+}

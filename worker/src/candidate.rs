@@ -1,5 +1,5 @@
-//! Validating a spec an agent wrote: the model spec and its drafts from the agent's writable
-//! area, joined with the project's own spec library (never the workspace's copy, which an
+//! Validating a spec an agent wrote: the model spec and its drafts as read back from the agent's
+//! writable area, joined with the project's own spec library (never the workspace's copy, which an
 //! unconfined agent could have edited), checked against the job's truth with the full guards.
 //!
 //! The generate stage accepts a spec only on this result, and the verify stage checks the
@@ -23,8 +23,9 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Reads `<specs_dir>/models/<file>` and every YAML file of `<specs_dir>/components/drafts/`.
-    /// `Ok(None)` when the model spec was not written.
+    /// Reads `<specs_dir>/models/<file>` and every YAML file of `<specs_dir>/components/drafts/`
+    /// from a directory the worker wrote (a stage's artifacts). What an agent leaves is read by
+    /// the agent-stage loop instead, as hostile input. `Ok(None)` when the model spec is absent.
     pub fn read(specs_dir: &Path, model_file: &str) -> anyhow::Result<Option<Candidate>> {
         let model_path = specs_dir.join("models").join(model_file);
         let text = match std::fs::read_to_string(&model_path) {

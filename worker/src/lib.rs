@@ -7,11 +7,13 @@
 pub mod candidate;
 pub mod hub;
 pub mod pipeline;
+pub mod publish;
 pub mod queue;
 pub mod snapshot;
 pub mod source;
 pub mod specs;
 pub mod subject;
 pub mod synth;
+pub mod text;
 pub mod truth_dir;
 pub mod verify;

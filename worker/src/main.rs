@@ -39,9 +39,10 @@ enum Command {
     Status(cmd::status::Args),
     /// Cancel a pending or running job.
     Cancel(cmd::cancel::Args),
-    /// Queue a failed or cancelled job again; it resumes after its last completed stage.
+    /// Queue a failed or cancelled job again; it resumes after its last completed stage, and its
+    /// agent stages get a fresh budget (agent.attempts runs, agent.max_cost_usd).
     Retry(cmd::retry::Args),
-    /// Print a job's event log.
+    /// Print a job's event log, or one agent run (`--attempt N`): prompt, transcript, findings.
     Logs(cmd::logs::Args),
     /// Re-validate the whole spec library and print a summary table.
     Revalidate(cmd::revalidate::Args),
@@ -49,6 +50,15 @@ enum Command {
     BenchQueue(cmd::bench_queue::Args),
     /// Print the generate prompt an agent would get for a model, and its size (on stderr).
     Prompt(cmd::prompt::Args),
+    /// Check a review report's evidence against a truth directory (exit 0 when it would be
+    /// recorded PASS, 1 otherwise, 2 on usage errors).
+    Evidence(cmd::evidence::Args),
+    /// Move a reviewed draft component into the library (git move), updating the specs that
+    /// list it; refuses when a spec using it no longer validates.
+    Promote(cmd::promote::Args),
+    /// Validate every model spec a change affects against the truth its provenance records
+    /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
+    ValidateChanged(cmd::validate_changed::Args),
 }
 
 /// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
@@ -64,6 +74,7 @@ fn exit_quietly_when_stdout_closes(command: &Command) {
             | Command::Status(_)
             | Command::Logs(_)
             | Command::Prompt(_)
+            | Command::Evidence(_)
     );
     if prints_only {
         // SAFETY: called before any thread is started; restores the default disposition that
@@ -93,6 +104,9 @@ fn main() -> ExitCode {
         Command::Revalidate(a) => cmd::revalidate::run(a),
         Command::BenchQueue(a) => cmd::bench_queue::run(a),
         Command::Prompt(a) => cmd::prompt::run(a),
+        Command::Evidence(a) => cmd::evidence::run(a),
+        Command::Promote(a) => cmd::promote::run(a),
+        Command::ValidateChanged(a) => cmd::validate_changed::run(a),
     };
     match result {
         Ok(code) => code,

@@ -10,148 +10,13 @@
 //! Needs the forward source of llama (scripts/fetch-transformers-src, or HARCH_TRANSFORMERS_SRC).
 //! Tests that need Landlock skip without it unless HARCH_REQUIRE_LANDLOCK is set.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_harch-worker");
-const MODEL: &str = "meta-llama/Llama-3.1-8B";
+mod agent_env;
 
-fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-struct Env {
-    tmp: tempfile::TempDir,
-    env: Vec<(String, String)>,
-}
-
-impl Env {
-    /// A data dir the sandbox user can reach, the fakes with the library's current llama spec
-    /// next to them, and short limits.
-    fn new(agent: &str, scenario: &str) -> Env {
-        use std::os::unix::fs::PermissionsExt;
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let fakes = tmp.path().join("agents");
-        std::fs::create_dir_all(&fakes).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
-        for e in std::fs::read_dir(&src).unwrap() {
-            let p = e.unwrap().path();
-            std::fs::copy(&p, fakes.join(p.file_name().unwrap())).unwrap();
-        }
-        std::fs::copy(
-            project_root().join("specs/models/llama.yaml"),
-            fakes.join("llama.yaml"),
-        )
-        .unwrap();
-        let mut env: Vec<(String, String)> = vec![
-            (
-                "HARCH_QUEUE_URL".into(),
-                format!("sqlite://{}", tmp.path().join("q.sqlite").display()),
-            ),
-            (
-                "HARCH_DATA_DIR".into(),
-                tmp.path().join("data").display().to_string(),
-            ),
-            ("HARCH_HEARTBEAT_MS".into(), "1000".into()),
-            ("HARCH_RETRY_BACKOFF_INITIAL_MS".into(), "50".into()),
-            ("HARCH_RETRY_BACKOFF_MAX_MS".into(), "100".into()),
-            ("HARCH_RETRY_MAX_ATTEMPTS".into(), "2".into()),
-            ("HARCH_AGENT".into(), agent.into()),
-            ("HARCH_AGENT_ATTEMPTS".into(), "3".into()),
-            ("HARCH_AGENT_TIMEOUT_S".into(), "60".into()),
-            (
-                "HARCH_AGENT_REQUIRE_LANDLOCK".into(),
-                harch_sandbox::testing::require_landlock().to_string(),
-            ),
-            ("HARCH_SANDBOX_USER".into(), "nobody".into()),
-            ("HARCH_PROMPT_NOTES".into(), format!("SCENARIO: {scenario}")),
-            ("RUST_LOG".into(), "warn".into()),
-            // Publishing credentials in the worker's environment must never reach an agent.
-            ("GITHUB_TOKEN".into(), "ghp_never_in_the_sandbox".into()),
-            ("ANTHROPIC_API_KEY".into(), "sk-ant-test".into()),
-            ("CODEX_API_KEY".into(), "sk-codex-test".into()),
-            ("KIMI_API_KEY".into(), "sk-kimi-test".into()),
-        ];
-        for cli in ["claude", "codex", "kimi"] {
-            env.push((
-                format!("HARCH_{}_BIN", cli.to_uppercase()),
-                fakes.join(cli).display().to_string(),
-            ));
-        }
-        Env { tmp, env }
-    }
-
-    fn set(mut self, k: &str, v: &str) -> Env {
-        self.env.retain(|(key, _)| key != k);
-        self.env.push((k.into(), v.into()));
-        self
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args).current_dir(self.tmp.path());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("HARCH_") && k != "HARCH_TRANSFORMERS_SRC" {
-                c.env_remove(k);
-            }
-        }
-        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let out = self.cmd(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "harch-worker {args:?} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    /// Enqueues the model (fresh: its library spec hidden), runs the worker until the queue is
-    /// empty, and returns the job record.
-    fn job(&self) -> Value {
-        let out = self.run(&[
-            "enqueue",
-            "--offline",
-            "--fresh",
-            "--stages",
-            "fetch,generate,verify",
-            MODEL,
-        ]);
-        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        self.run(&["run", "--once", "--concurrency", "1"]);
-        serde_json::from_slice(&self.run(&["status", &id, "--json"]).stdout).unwrap()
-    }
-
-    fn job_dir(&self, rec: &Value) -> PathBuf {
-        self.tmp
-            .path()
-            .join("data/jobs")
-            .join(rec["id"].as_str().unwrap())
-    }
-}
-
-fn stage<'a>(rec: &'a Value, name: &str) -> &'a Value {
-    rec["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
-}
-
-fn attempts(rec: &Value) -> Vec<Value> {
-    stage(rec, "generate")["summary"]["attempts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
+use agent_env::{Env, attempts, project_root, stage};
 
 /// The job succeeded through verify with the spec the agent fixed on its second validate, after
 /// a first attempt... and the accepted spec is the library's own text, which the agent never saw.
@@ -172,7 +37,7 @@ fn assert_generated_valid(env: &Env, rec: &Value) {
     let examples = dir.join("work/generate/sandbox/workspace/specs/examples");
     assert!(examples.join("qwen3.yaml").is_file());
     assert!(!examples.join("llama.yaml").exists());
-    let prompt = std::fs::read_to_string(dir.join("generate/prompt-1.md")).unwrap();
+    let prompt = std::fs::read_to_string(dir.join("attempts/generate/1/prompt.md")).unwrap();
     assert!(
         !prompt.contains("model: llama\n"),
         "the hidden spec leaked into the prompt"
@@ -186,7 +51,7 @@ fn assert_fixed_in_one_attempt(rec: &Value) {
     let a = attempts(rec);
     assert_eq!(a.len(), 1, "{a:#?}");
     assert_eq!(a[0]["valid"], true);
-    assert_eq!(a[0]["spec_written"], true);
+    assert_eq!(a[0]["written"], true);
     assert!(a[0]["wall_ms"].as_u64().is_some());
     assert!(a[0]["prompt_bytes"].as_u64().unwrap() > 50_000);
 }
@@ -206,7 +71,7 @@ fn claude_writes_a_wrong_spec_reads_validate_and_fixes_it() {
     // The agent really ran validate and saw the wrong binding first.
     let transcript = std::fs::read_to_string(
         env.job_dir(&rec)
-            .join("generate/logs/generate-1.claude.jsonl"),
+            .join("attempts/generate/1/generate-1.claude.jsonl"),
     )
     .unwrap();
     assert!(transcript.contains(r#"\"valid\": false"#), "{transcript}");
@@ -265,7 +130,8 @@ fn a_claim_of_success_with_an_invalid_spec_is_not_accepted() {
     assert_eq!(a[0]["valid"], false);
     assert!(a[0]["errors"].as_u64().unwrap() > 0);
     // The retry prompt carries the worker's errors and says the claim was not accepted.
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    let p2 =
+        std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
     assert!(
         p2.contains("(attempt 1) was rejected"),
         "{}",
@@ -288,14 +154,12 @@ fn an_agent_that_writes_nothing_is_retried_and_then_fails_the_job_cleanly() {
     assert_generated_valid(&env, &rec);
     let a = attempts(&rec);
     assert_eq!(
-        (
-            a[0]["spec_written"].clone(),
-            a[0]["claimed_success"].clone()
-        ),
+        (a[0]["written"].clone(), a[0]["claimed_success"].clone()),
         (json!(false), json!(true))
     );
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
-    assert!(p2.contains("No spec was written at `specs/models/llama.yaml`."));
+    let p2 =
+        std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
+    assert!(p2.contains("Nothing was written at `specs/models/llama.yaml`."));
 
     // With a budget of one attempt the job fails permanently, saying why.
     let env = Env::new("claude", "noop").set("HARCH_AGENT_ATTEMPTS", "1");
@@ -307,7 +171,7 @@ fn an_agent_that_writes_nothing_is_retried_and_then_fails_the_job_cleanly() {
         err.contains("no valid spec at specs/models/llama.yaml after 1 agent attempts"),
         "{err}"
     );
-    assert!(err.contains("no spec written"), "{err}");
+    assert!(err.contains("nothing written"), "{err}");
     assert_eq!(stage(&rec, "verify")["state"], "pending");
 }
 
@@ -342,7 +206,8 @@ fn a_hang_then_a_working_retry_succeeds() {
     assert_generated_valid(&env, &rec);
     let a = attempts(&rec);
     assert_eq!(a[0]["failure"], "timeout");
-    let p2 = std::fs::read_to_string(env.job_dir(&rec).join("generate/prompt-2.md")).unwrap();
+    let p2 =
+        std::fs::read_to_string(env.job_dir(&rec).join("attempts/generate/2/prompt.md")).unwrap();
     assert!(p2.contains("stopped at its time limit"));
 }
 
@@ -355,7 +220,7 @@ fn an_output_flood_is_capped_and_the_retry_succeeds() {
     assert_eq!(a[0]["failure"], "output_limit", "{a:#?}");
     let log = env
         .job_dir(&rec)
-        .join("generate/logs/generate-1.claude.jsonl");
+        .join("attempts/generate/1/generate-1.claude.jsonl");
     assert_eq!(std::fs::metadata(log).unwrap().len(), 1 << 20);
 }
 
@@ -369,7 +234,7 @@ fn writes_outside_the_workspace_are_blocked() {
     assert_generated_valid(&env, &rec);
     let dir = env.job_dir(&rec);
     let transcript =
-        std::fs::read_to_string(dir.join("generate/logs/generate-1.claude.jsonl")).unwrap();
+        std::fs::read_to_string(dir.join("attempts/generate/1/generate-1.claude.jsonl")).unwrap();
     assert!(!transcript.contains("wrote "), "{transcript}");
     assert_eq!(transcript.matches("blocked ").count(), 4, "{transcript}");
     assert!(!dir.join("work/generate/sandbox/escape.txt").exists());
@@ -496,7 +361,7 @@ async fn openai_compatible_server_scripts_the_tool_calls_to_a_valid_spec() {
     // The loop's own validate call saw the wrong binding, then the fixed one.
     let transcript = std::fs::read_to_string(
         env.job_dir(&rec)
-            .join("generate/logs/generate-1.openai.jsonl"),
+            .join("attempts/generate/1/generate-1.openai.jsonl"),
     )
     .unwrap();
     assert!(transcript.contains(r#"\"valid\": false"#), "{transcript}");

@@ -374,7 +374,7 @@ async fn claude_code_reads_and_writes_only_inside_its_workspace() {
         .set("ANTHROPIC_MODEL", CLAUDE_MODEL)
         .set("HARCH_AGENT_ATTEMPTS", "1");
     let (_env, rec) = job(env).await;
-    assert_eq!(attempts(&rec)[0]["spec_written"], false);
+    assert_eq!(attempts(&rec)[0]["written"], false);
     let bodies = provider.bodies();
     assert_eq!(bodies.len(), 6, "every refused call was answered");
     for (i, b) in bodies.iter().enumerate() {
@@ -444,7 +444,7 @@ async fn codex_writes_validates_reads_the_errors_fixes_and_finishes() {
     // The command ran in a plain shell with the workspace's bin/ on PATH.
     let transcript = std::fs::read_to_string(
         env.job_dir(&rec)
-            .join("generate/logs/generate-1.codex.jsonl"),
+            .join("attempts/generate/1/generate-1.codex.jsonl"),
     )
     .unwrap();
     assert!(

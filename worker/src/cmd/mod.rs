@@ -1,10 +1,12 @@
 pub mod bench_queue;
 pub mod cancel;
 pub mod enqueue;
+pub mod evidence;
 pub mod explain;
 pub mod fetch;
 pub mod logs;
 pub mod ops;
+pub mod promote;
 pub mod prompt;
 pub mod retry;
 pub mod revalidate;
@@ -13,8 +15,9 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod validate;
+pub mod validate_changed;
 
-/// The arguments of commands that act on one job (`cancel`, `retry`, `logs`).
+/// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]
 pub struct JobArgs {
     /// Job id, as `enqueue` printed it.

@@ -1,5 +1,5 @@
 //! `harch-worker retry JOB`: queue a failed or cancelled job again; it resumes after its last
-//! completed stage.
+//! completed stage, and its agent stages start a new round with a fresh attempt and cost budget.
 
 use std::process::ExitCode;
 
@@ -12,6 +12,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let rec = block_on(1, retry(&settings, &args.job))??;
     let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
-    println!("{} queued again (resumes at stage {resume})", rec.id);
+    println!(
+        "{} queued again (resumes at stage {resume}; agent stages get a fresh budget of {} runs)",
+        rec.id, settings.agent.attempts
+    );
     Ok(ExitCode::SUCCESS)
 }

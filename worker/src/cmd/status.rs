@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use harch_worker::pipeline::agent_stage::Attempt;
 use harch_worker::queue::cli::{fmt_ms, fmt_time, setup};
 use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::record::{JobRecord, StageState, now_ms};
@@ -61,11 +62,12 @@ fn detail(rec: &JobRecord) -> String {
         rec.state.as_str()
     );
     out += &format!(
-        "created {}  time {}  deliveries {}  attempts {}  worker {}\n",
+        "created {}  time {}  deliveries {}  attempts {}  retries {}  worker {}\n",
         fmt_time(rec.created_ms),
         elapsed(rec),
         rec.deliveries,
         rec.attempts,
+        rec.retries,
         rec.worker.as_deref().unwrap_or("-")
     );
     out += &format!(
@@ -105,12 +107,32 @@ fn detail(rec: &JobRecord) -> String {
             s.attempts,
             fmt_ms(s.work_ms)
         );
-        if !s.summary.is_null() {
-            out += &format!("  {}", s.summary);
+        let runs = s.summary.get("attempts").and_then(|a| a.as_array());
+        match (&s.summary, runs) {
+            (serde_json::Value::Null, _) => {}
+            (serde_json::Value::Object(m), Some(_)) => {
+                let mut rest = m.clone();
+                rest.remove("attempts");
+                out += &format!("  {}", serde_json::Value::Object(rest));
+            }
+            (summary, _) => out += &format!("  {summary}"),
         }
         out += "\n";
         if let Some(e) = &s.last_error {
             out += &format!("    error: {e}\n");
+        }
+        for run in runs.into_iter().flatten() {
+            if let Ok(a) = serde_json::from_value::<Attempt>(run.clone()) {
+                let round = if rec.retries > 0 {
+                    format!("round {}: ", a.round)
+                } else {
+                    String::new()
+                };
+                out += &format!("    {round}{}\n      kept in {}/\n", a.line(), a.dir);
+                if let Some(r) = &a.rejected {
+                    out += &format!("      refused: {r}\n");
+                }
+            }
         }
         for a in &s.artifacts {
             out += &format!("    {a}\n");

@@ -4,6 +4,7 @@
 //! runner that resumes, retries, times out and cancels) and the fetch and verify stages. It must
 //! not know about the queue store: it reads and writes job records only.
 
+pub mod agent_stage;
 pub mod registry;
 pub mod runner;
 pub mod stage;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use anyhow::bail;
 
 use super::stage::{Stage, StageError, split_stage_name};
-use super::stages::{fetch::FetchStage, generate::GenerateStage, probe, verify::VerifyStage};
+use super::stages::{
+    fetch::FetchStage, generate::GenerateStage, probe, publish::PublishStage, verify::VerifyStage,
+};
 
 /// The pipeline's stages, in order. Later issues register generate, review, fix and publish.
 pub const PIPELINE: [&str; 6] = ["fetch", "generate", "verify", "review", "fix", "publish"];
@@ -29,6 +31,7 @@ impl StageRegistry {
         r.register("fetch", Arc::new(FetchStage));
         r.register("generate", Arc::new(GenerateStage));
         r.register("verify", Arc::new(VerifyStage));
+        r.register("publish", Arc::new(PublishStage));
         r.register("noop", Arc::new(probe::Noop));
         r.register("sleep", Arc::new(probe::Sleep));
         r.register("flaky", Arc::new(probe::Flaky));

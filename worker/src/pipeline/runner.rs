@@ -172,6 +172,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
             arg: arg.map(str::to_string),
             attempt,
             settings: settings.clone(),
+            shutdown: st.shutdown.clone(),
         };
         let started = Instant::now();
         let result = tokio::select! {
@@ -222,6 +223,17 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                     FailureKind::Permanent,
                     format!("stage {spec}: {msg}"),
                 ));
+            }
+            Err(StageError::Transient(_)) if *st.shutdown.borrow() => {
+                // The stage stopped because the worker is stopping: not a failure of the stage.
+                store.update(id, |r| {
+                    let s = &mut r.stages[idx];
+                    s.work_ms += work_ms;
+                    s.attempts = s.attempts.saturating_sub(1);
+                    s.state = StageState::Pending;
+                    Ok(())
+                })?;
+                return Ok(StageEnd::Checkpointed);
             }
             Err(StageError::Transient(msg)) => {
                 add_work(store, id, idx, work_ms)?;

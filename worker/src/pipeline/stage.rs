@@ -57,6 +57,10 @@ pub struct StageContext {
     /// 1 on the first attempt, counted across deliveries.
     pub attempt: u32,
     pub settings: Arc<Settings>,
+    /// Becomes true when the worker is asked to stop. Short stages may ignore it (the runner
+    /// lets them finish); long ones (agent runs) stop at once and return an error, and the
+    /// runner checkpoints the job instead of counting a failure.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl StageContext {

@@ -126,15 +126,74 @@ mod defaults {
     pub fn openai_api_key_env() -> String {
         "OPENAI_API_KEY".into()
     }
+    pub fn github_api() -> String {
+        "https://api.github.com".into()
+    }
+    pub fn token_env() -> String {
+        "GITHUB_TOKEN".into()
+    }
+    pub fn author_name() -> String {
+        "harch-bot".into()
+    }
+    pub fn author_email() -> String {
+        "harch-bot@users.noreply.github.com".into()
+    }
+    pub fn max_wait_s() -> u64 {
+        60
+    }
+    pub fn app_key_env() -> String {
+        "GITHUB_APP_PRIVATE_KEY".into()
+    }
 }
 
+/// Where verified specs are proposed. An empty `repo` makes the publish stage a dry run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PublishSettings {
+    /// `owner/name` of the spec repository on GitHub (or GitHub Enterprise).
     pub repo: String,
     pub base_branch: String,
     pub branch_prefix: String,
+    /// Git remote; empty: derived from `api_url` and `repo`.
+    #[serde(default)]
+    pub remote_url: String,
+    #[serde(default = "defaults::github_api")]
+    pub api_url: String,
+    /// The variable holding the token (never the token itself).
+    #[serde(default = "defaults::token_env")]
+    pub token_env: String,
+    #[serde(default = "defaults::author_name")]
+    pub author_name: String,
+    #[serde(default = "defaults::author_email")]
+    pub author_email: String,
+    /// The longest rate-limit wait (`Retry-After`, rate-limit reset) honoured inside the stage;
+    /// a longer one becomes a transient failure the runner retries later.
+    #[serde(default = "defaults::max_wait_s")]
+    pub max_wait_s: u64,
+    /// Local clone of the spec repository; empty: `<data_dir>/publish/<owner>__<name>.git`.
+    #[serde(default)]
+    pub clone_dir: String,
+    /// A GitHub App to publish as (0: use the token in `token_env`).
+    #[serde(default)]
+    pub app_id: u64,
+    /// The variable holding the app's private key (PEM).
+    #[serde(default = "defaults::app_key_env")]
+    pub app_key_env: String,
+    /// The app's installation on the spec repository (0: looked up).
+    #[serde(default)]
+    pub installation_id: u64,
 }
+
+/// Stages whose work is agent runs (their loop is `pipeline::agent_stage`). Their timeout is
+/// derived from the agent settings unless `stages.timeout_s` names one, which must then leave
+/// room for every run: a stage timeout that fires during a run loses it (it is recorded as
+/// interrupted instead of checked and re-prompted).
+pub const AGENT_STAGES: [&str; 3] = ["generate", "review", "fix"];
+/// Seconds each run may take besides `agent.timeout_s`: rebuilding the workspace, the TERM
+/// grace after a timeout, reading back and validating (seconds for the largest models).
+pub const AGENT_RUN_OVERHEAD_S: u64 = 60;
+/// Seconds an agent stage may take besides its runs: reading the truth and the library.
+pub const AGENT_STAGE_MARGIN_S: u64 = 120;
 
 /// Where jobs wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,6 +366,24 @@ impl Settings {
             self.publish.branch_prefix,
             text
         );
+        over!("HARCH_PUBLISH_REMOTE_URL", self.publish.remote_url, text);
+        over!("HARCH_PUBLISH_API_URL", self.publish.api_url, text);
+        over!("HARCH_PUBLISH_TOKEN_ENV", self.publish.token_env, text);
+        over!("HARCH_PUBLISH_AUTHOR_NAME", self.publish.author_name, text);
+        over!(
+            "HARCH_PUBLISH_AUTHOR_EMAIL",
+            self.publish.author_email,
+            text
+        );
+        over!("HARCH_PUBLISH_MAX_WAIT_S", self.publish.max_wait_s, num);
+        over!("HARCH_PUBLISH_CLONE_DIR", self.publish.clone_dir, text);
+        over!("HARCH_PUBLISH_APP_ID", self.publish.app_id, num);
+        over!("HARCH_PUBLISH_APP_KEY_ENV", self.publish.app_key_env, text);
+        over!(
+            "HARCH_PUBLISH_INSTALLATION_ID",
+            self.publish.installation_id,
+            num
+        );
         Ok(())
     }
 
@@ -329,6 +406,24 @@ impl Settings {
         if self.agent.attempts == 0 {
             bail!("agent.attempts must be at least 1");
         }
+        if self.agent.timeout_s == 0 {
+            bail!("agent.timeout_s must be at least 1");
+        }
+        let need = self.agent_stage_timeout_s();
+        for stage in AGENT_STAGES {
+            if let Some(&set) = self.stages.timeout_s.get(stage)
+                && set < need
+            {
+                bail!(
+                    "stages.timeout_s.{stage} = {set} s cannot hold its agent runs: it must be at least \
+                     agent.attempts ({}) × (agent.timeout_s ({}) + {AGENT_RUN_OVERHEAD_S}) + {AGENT_STAGE_MARGIN_S} = {need} s, \
+                     or the stage times out during a run and the run is lost; raise it, or remove it \
+                     to have it derived",
+                    self.agent.attempts,
+                    self.agent.timeout_s
+                );
+            }
+        }
         if self.retry.max_attempts == 0 {
             bail!("retry.max_attempts must be at least 1");
         }
@@ -339,6 +434,7 @@ impl Settings {
             bail!("queue.name must not be empty");
         }
         self.queue_url()?;
+        crate::publish::config::check(&self.publish, &self.agent)?;
         Ok(())
     }
 
@@ -367,14 +463,22 @@ impl Settings {
         Duration::from_secs(self.queue.recover_interval_s.max(1))
     }
 
+    /// A stage's timeout: `stages.timeout_s.<stage>`, else for agent stages room for every run
+    /// ([`Settings::agent_stage_timeout_s`]), else `stages.default_timeout_s`.
     pub fn stage_timeout(&self, stage: &str) -> Duration {
-        let secs = self
-            .stages
-            .timeout_s
-            .get(stage)
-            .copied()
-            .unwrap_or(self.stages.default_timeout_s);
+        let secs = match self.stages.timeout_s.get(stage) {
+            Some(&s) => s,
+            None if AGENT_STAGES.contains(&stage) => self.agent_stage_timeout_s(),
+            None => self.stages.default_timeout_s,
+        };
         Duration::from_secs(secs)
+    }
+
+    /// The least timeout an agent stage needs: every run of its budget at its time limit.
+    pub fn agent_stage_timeout_s(&self) -> u64 {
+        u64::from(self.agent.attempts)
+            .saturating_mul(self.agent.timeout_s.saturating_add(AGENT_RUN_OVERHEAD_S))
+            .saturating_add(AGENT_STAGE_MARGIN_S)
     }
 
     /// Backoff before attempt `attempt + 1`, after `attempt` failures (1-based).
@@ -425,6 +529,42 @@ mod tests {
         assert_eq!(s.backoff(1), Duration::from_millis(2000));
         assert_eq!(s.backoff(2), Duration::from_millis(4000));
         assert_eq!(s.backoff(30), Duration::from_millis(120_000));
+    }
+
+    #[test]
+    fn agent_stage_timeouts_hold_every_run() {
+        let mut s = Settings::parse(DEFAULT_TOML, "default").unwrap();
+        s.check().unwrap();
+        // 3 × (3600 + 60) + 120: a hanging agent is killed at its own limit, recorded and
+        // re-prompted long before the stage's timeout.
+        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(11_100));
+        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate"));
+        assert!(s.stage_timeout("generate").as_secs() >= 3 * s.agent.timeout_s);
+        s.apply_env(|k| match k {
+            "HARCH_AGENT_TIMEOUT_S" => Some("2".into()),
+            "HARCH_AGENT_ATTEMPTS" => Some("2".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        // An explicit timeout that cannot hold the runs is refused at start-up, saying why.
+        s.stages.timeout_s.insert("generate".into(), 200);
+        let err = s.check().unwrap_err().to_string();
+        assert!(
+            err.contains("stages.timeout_s.generate = 200 s cannot hold its agent runs")
+                && err.contains("= 244 s"),
+            "{err}"
+        );
+        s.stages.timeout_s.insert("generate".into(), 244);
+        s.check().unwrap();
+        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        s.agent.timeout_s = 0;
+        assert!(
+            s.check()
+                .unwrap_err()
+                .to_string()
+                .contains("agent.timeout_s")
+        );
     }
 
     #[test]

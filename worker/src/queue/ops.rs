@@ -128,7 +128,8 @@ pub fn cancel(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
 }
 
 /// Queues a failed or cancelled job again. Completed stages stay done; the others start over
-/// with a full attempt budget.
+/// with a full attempt budget, and agent stages with a fresh round of agent attempts and cost
+/// (their earlier runs stay recorded).
 pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
     let store = JobStore::open(settings.data_dir())?;
     let rec = store.load(id)?;
@@ -147,6 +148,7 @@ pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
             bail!("job {id} is {} now", r.state.as_str());
         }
         r.state = JobState::Pending;
+        r.retries += 1;
         r.cancel_requested = false;
         r.failure = None;
         r.last_error = None;

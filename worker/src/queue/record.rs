@@ -168,6 +168,10 @@ pub struct JobRecord {
     pub deliveries: u32,
     /// Stage attempts, all stages together.
     pub attempts: u32,
+    /// Operator retries (`retry`). Each starts a new round: agent stages get a fresh attempt and
+    /// cost budget.
+    #[serde(default)]
+    pub retries: u32,
     pub last_error: Option<String>,
     pub failure: Option<FailureKind>,
     /// The worker that holds (or last held) the job.
@@ -192,6 +196,7 @@ impl JobRecord {
             finished_ms: None,
             deliveries: 0,
             attempts: 0,
+            retries: 0,
             last_error: None,
             failure: None,
             worker: None,

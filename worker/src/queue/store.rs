@@ -23,26 +23,11 @@ pub struct JobStore {
     root: PathBuf,
 }
 
-/// Writes `bytes` to `path` so that readers see the old or the new content, never a torn file.
+/// Writes `bytes` to `path` so that readers see the old or the new content, never a torn file
+/// ([`harch_files::write_atomic`], with the path in the error).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .with_context(|| format!("{} has no parent directory", path.display()))?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        Ulid::generate()
-    ));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("cannot write {}", path.display()))
+    harch_files::write_atomic(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// An exclusive `flock` held until dropped.

@@ -17,9 +17,11 @@ use crate::truth_dir;
 /// Where example model specs are staged, relative to `specs/` (not a path the spec loader reads).
 pub const EXAMPLES_DIR: &str = "examples";
 
-/// What the generate loop needs besides the workspace.
+/// Everything the generate stage prepares once per stage run: the truth it validates with, the
+/// library, the prompt's view of it, and what to stage into the workspace before every run.
 pub struct Staged {
-    pub ws: Workspace,
+    /// The job's truth, read from the fetch stage's artifacts before any agent runs. The worker
+    /// validates with this copy, never with the one staged into the workspace.
     pub truth: Truth,
     /// The shared spec library (arch, quant, components), for the worker's own validation.
     pub library: BTreeMap<String, String>,
@@ -29,11 +31,21 @@ pub struct Staged {
     pub spec_file: String,
     /// The library spec hidden from the agent (`specs/models/llama.yaml`), when one was.
     pub excluded: Option<String>,
+    sandbox_dir: PathBuf,
+    spec: StageSpec,
 }
 
 impl Staged {
     pub fn spec_path(&self) -> String {
         format!("specs/models/{}", self.spec_file)
+    }
+
+    /// Builds the workspace, or rebuilds it for the next run: read-only parts staged afresh
+    /// (whatever a run did to them is undone), the agent's own files kept, and anything a dead
+    /// worker left running in it killed first.
+    pub fn workspace(&self) -> anyhow::Result<Workspace> {
+        Workspace::create(&self.sandbox_dir, &self.spec)
+            .with_context(|| format!("staging the workspace in {}", self.sandbox_dir.display()))
     }
 }
 
@@ -119,7 +131,9 @@ pub fn agent_library(
     })
 }
 
-pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
+/// Prepares the stage: reads the truth and the library, writes the examples and the `validate`
+/// wrapper. The workspace itself is built by [`Staged::workspace`].
+pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     let truth = load_truth(req.truth_dir)?;
     let AgentLibrary {
         library,
@@ -162,15 +176,14 @@ pub fn stage(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     spec.support_dirs
         .push((PathBuf::from(EXAMPLES_DIR), examples_src.clone()));
     spec.fs_policy.require_landlock = req.settings.require_landlock;
-    let ws = Workspace::create(&sandbox_dir, &spec)
-        .with_context(|| format!("staging the workspace in {}", sandbox_dir.display()))?;
     Ok(Staged {
-        ws,
         truth,
         library,
         prompt_repo,
         spec_file,
         excluded,
+        sandbox_dir,
+        spec,
     })
 }
 

@@ -1,0 +1,70 @@
+//! `harch-worker promote <component>`: move a reviewed draft component into the library (see
+//! `harch_worker::publish::promote`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use harch_worker::publish::{promote, recheck::TruthOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The draft component's name (its `component:` field).
+    pub component: String,
+    /// Truth directory for a spec that uses the component (repeatable); otherwise a spec's
+    /// provenance record names the truth to fetch, or the bundled snapshot serves it.
+    #[arg(long)]
+    pub truth: Vec<PathBuf>,
+    /// Use the bundled snapshots instead of fetching from the Hub.
+    #[arg(long)]
+    pub offline: bool,
+    /// Where fetched truth is kept.
+    #[arg(long, default_value = ".harch/truth")]
+    pub fetch_dir: PathBuf,
+    /// Check and print what would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let root = harch_worker::specs::root();
+    let opts = TruthOptions {
+        dirs: args.truth,
+        offline: args.offline,
+        fetch_dir: args.fetch_dir,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let plan = match runtime.block_on(promote::plan(&root, &args.component, &opts)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for c in &plan.checks {
+        println!(
+            "✓ {} validates with it in the library (truth: {})",
+            c.spec, c.truth
+        );
+    }
+    if plan.checks.is_empty() {
+        println!("no model spec uses `{}`", plan.component);
+    }
+    if args.dry_run {
+        println!("would move {} → {}", plan.from, plan.to);
+        for s in &plan.edited_specs {
+            println!("would remove `{}` from drafts: in {s}", plan.component);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let staged = promote::apply(&root, &plan)?;
+    println!("moved {} → {}", plan.from, plan.to);
+    for s in &plan.edited_specs {
+        println!("removed `{}` from drafts: in {s}", plan.component);
+    }
+    if staged {
+        println!("staged in git: review with `git diff --cached` and commit");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,167 @@
+//! `harch-worker validate-changed`: what the spec repository's CI runs on a pull request. The
+//! files that changed between the base and HEAD name the model specs to check: a changed model
+//! spec or provenance record names its spec; a changed component, dimension table or quant
+//! scheme names every spec that uses it. Each is validated with every guard against the truth
+//! its provenance records (`recheck`), and the results become a Markdown comment.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use harch_engine::Repo;
+
+use super::md::cell;
+use super::recheck::{self, Recheck, TruthOptions};
+
+/// Paths changed between the merge base of `base` and HEAD, and HEAD, in the git repository
+/// at `root`.
+pub fn changed_paths(root: &Path, base: &str) -> anyhow::Result<Vec<String>> {
+    let repo = git2::Repository::discover(root)
+        .with_context(|| format!("{} is not in a git repository", root.display()))?;
+    let base_commit = repo
+        .revparse_single(base)
+        .and_then(|o| o.peel_to_commit())
+        .with_context(|| format!("no commit `{base}`: fetch the base branch first"))?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .context("HEAD is not a commit")?;
+    let merge_base = repo
+        .merge_base(base_commit.id(), head.id())
+        .with_context(|| format!("`{base}` and HEAD share no history"))?;
+    let old = repo.find_commit(merge_base)?.tree()?;
+    let new = head.tree()?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let mut out = BTreeSet::new();
+    for d in diff.deltas() {
+        for f in [d.old_file().path(), d.new_file().path()]
+            .into_iter()
+            .flatten()
+        {
+            out.insert(f.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The model specs (paths) that `changed` makes worth checking again, given the spec
+/// repository's files at HEAD.
+pub fn affected_specs(files: &BTreeMap<String, String>, changed: &[String]) -> Vec<String> {
+    let repo = Repo::from_files(files.clone());
+    let models: Vec<String> = files
+        .keys()
+        .filter(|k| k.starts_with("specs/models/") && (k.ends_with(".yaml") || k.ends_with(".yml")))
+        .cloned()
+        .collect();
+    let prov = recheck::provenance_by_spec(files);
+    let by_prov_path: BTreeMap<String, String> = prov
+        .values()
+        .map(|p| (super::provenance::path_for(&p.model_id), p.spec.clone()))
+        .collect();
+    let mut components = BTreeSet::new();
+    let mut out = BTreeSet::new();
+    for path in changed {
+        if models.contains(path) {
+            out.insert(path.clone());
+        } else if let Some(spec) = by_prov_path.get(path) {
+            if models.contains(spec) {
+                out.insert(spec.clone());
+            }
+        } else if path.starts_with("specs/components/") {
+            // The component a file defines, at HEAD (or gone: then every spec is checked).
+            match files.get(path) {
+                Some(text) => {
+                    let one = Repo::from_files(BTreeMap::from([(path.clone(), text.clone())]));
+                    components.extend(one.component_names().into_iter().map(str::to_string));
+                }
+                None => out.extend(models.iter().cloned()),
+            }
+        } else if path.starts_with("specs/arch/") || path.starts_with("specs/quant/") {
+            out.extend(models.iter().cloned());
+        }
+    }
+    if !components.is_empty() {
+        for m in &models {
+            let uses = repo
+                .load_model(m)
+                .map(|ir| ir.components.keys().any(|c| components.contains(c)))
+                // A spec that does not load is checked, so its errors are reported.
+                .unwrap_or(true);
+            if uses {
+                out.insert(m.clone());
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Checks every spec in `specs` against its recorded truth.
+pub async fn check_all(
+    files: &BTreeMap<String, String>,
+    specs: &[String],
+    opts: &TruthOptions,
+) -> Vec<Recheck> {
+    let prov = recheck::provenance_by_spec(files);
+    let mut out = Vec::new();
+    for spec in specs {
+        out.push(recheck::recheck(files, spec, prov.get(spec), opts).await);
+    }
+    out
+}
+
+/// The comment the workflow posts.
+pub fn markdown(results: &[Recheck], changed: usize) -> String {
+    let mut b =
+        String::from("<!-- harch:validate-changed -->\n### harch: validation of changed specs\n\n");
+    if results.is_empty() {
+        let _ = writeln!(
+            b,
+            "{changed} files changed; none of them affects a model spec."
+        );
+        return b;
+    }
+    let bad = results.iter().filter(|r| !r.valid).count();
+    let _ = writeln!(
+        b,
+        "{} of {} affected specs valid{}.\n",
+        results.len() - bad,
+        results.len(),
+        if bad > 0 {
+            " — **this pull request must not be merged as is**"
+        } else {
+            ""
+        }
+    );
+    b.push_str("| spec | model | truth | result |\n|---|---|---|---|\n");
+    for r in results {
+        let _ = writeln!(
+            b,
+            "| `{}` | {} | {} | {} |",
+            cell(&r.spec, 120),
+            r.model_id.as_deref().map_or("—".into(), |m| cell(m, 120)),
+            cell(&r.truth, 160),
+            if r.valid {
+                format!("✓ valid ({} warnings)", r.warnings)
+            } else {
+                format!("✗ {} errors", r.errors.len())
+            }
+        );
+    }
+    for r in results.iter().filter(|r| !r.valid) {
+        let _ = writeln!(
+            b,
+            "\n<details><summary><code>{}</code>: {} errors</summary>\n",
+            cell(&r.spec, 120),
+            r.errors.len()
+        );
+        for e in r.errors.iter().take(50) {
+            let _ = writeln!(b, "- {}", cell(e, 400));
+        }
+        if r.errors.len() > 50 {
+            let _ = writeln!(b, "- … {} more", r.errors.len() - 50);
+        }
+        b.push_str("\n</details>\n");
+    }
+    b
+}
