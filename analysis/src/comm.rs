@@ -139,7 +139,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                 }
                 // Layers of this op on the stage: each carries the edge once.
                 let layers_here = info.group_layers as f64 * share.f();
-                let ins: &[usize] = a.op_inputs.get(&r).map(Vec::as_slice).unwrap_or(&[]);
+                let ins = a.op_inputs(r);
                 let placed: Vec<Option<Placement>> =
                     ins.iter().map(|p| out.get(p).copied()).collect();
                 let pending: Vec<(u32, Part)> =

@@ -506,7 +506,7 @@ impl<'a> Model<'a> {
         // The stream each layer receives: what the first main layer reads from outside it.
         let carried_elements = (0..a.nodes.len())
             .filter(|&r| matches!(rows[r].place, Place::Layers(_)) && rows[r].is_op)
-            .flat_map(|r| a.op_inputs.get(&r).cloned().unwrap_or_default())
+            .flat_map(|r| a.op_inputs(r))
             .find(|&p| !matches!(rows[p].place, Place::Layers(_)))
             .map(|p| rows[p].out_elements)
             .unwrap_or(0);
@@ -696,7 +696,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                 }
             }
             let mut ins = Vec::new();
-            for &p in a.op_inputs.get(&r).map(Vec::as_slice).unwrap_or(&[]) {
+            for &p in &a.op_inputs(r) {
                 let x = min_share(&model.rows[p].out, k, d.tp, info.part, &a.nodes[r].id)?;
                 if !model.rows[p].out_ctx {
                     s = s.min(x);

@@ -159,14 +159,7 @@ impl<'m, 'a> Plan<'m, 'a> {
         if !info.out_ctx {
             bytes += copies * info.out_elements as f64 * self.out_share[r].f() * b;
         }
-        for (i, &p) in a
-            .op_inputs
-            .get(&r)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-            .iter()
-            .enumerate()
-        {
+        for (i, &p) in a.op_inputs(r).iter().enumerate() {
             let pi = &m.rows[p];
             if pi.out_ctx {
                 continue;

@@ -4,7 +4,7 @@
 //! counts, weight storage, caches). Totals, KV bytes and the like are computed from the tables
 //! when asked and never stored, so they cannot drift from the graph.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use indexmap::IndexMap;
 
@@ -55,6 +55,10 @@ pub struct NodeRow {
     pub window: Option<Q>,
     pub phase: Phase,
     pub args: IndexMap<String, ArgValue>,
+    /// For an op: per `in:` edge, the rows that produce that input (the dataflow edges).
+    pub inputs: Vec<Vec<usize>>,
+    /// For a row of a decode variant: the main-graph row of the same node id and shape.
+    pub twin: Option<usize>,
     pub loc: Location,
 }
 
@@ -99,8 +103,26 @@ pub struct CacheRow {
     pub elements: Q,
     pub dtype: String,
     pub dtype_bytes: u32,
+    /// Where the dtype was decided.
+    pub dtype_origin: DtypeOrigin,
+    /// The source anchor (`src:`) given for the dtype: the entry's, or `quant_context`'s
+    /// `cache_src` when the dtype is `quant_context.cache`.
+    pub dtype_src: Option<String>,
     pub count: Q,
     pub loc: Location,
+}
+
+/// Where a cache's dtype comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DtypeOrigin {
+    /// The cache entry's `dtype:`.
+    Entry(String),
+    /// `quant_context.cache`.
+    Context(String),
+    /// The config (KV-cache quantization, else `torch_dtype`/`dtype`), named by its key.
+    Config(String),
+    /// Nothing says: bf16.
+    Fallback,
 }
 
 #[derive(Clone, Debug)]
@@ -148,9 +170,9 @@ pub struct Analysis {
     pub errors: Vec<SpecError>,
     /// Quant overrides that matched at least one leaf, by index.
     pub override_hits: BTreeSet<usize>,
-    /// For each op row, the rows whose outputs it reads, in `in:` order (`input_ids` is no row
-    /// and is left out): the dataflow edges deployment analysis derives communication from.
-    pub op_inputs: BTreeMap<usize, Vec<usize>>,
+    /// Rows whose values leave the evaluated graph: the model's outputs, what multi-token
+    /// prediction modules and decode variants end in, values published on streams.
+    pub sinks: Vec<usize>,
 }
 
 fn is_main(n: &NodeRow) -> bool {
@@ -158,6 +180,18 @@ fn is_main(n: &NodeRow) -> bool {
 }
 
 impl Analysis {
+    /// For an op row, one producing row per `in:` edge, in `in:` order (`input_ids` is no row
+    /// and is left out). A value that merges several producers (a stack's output) counts as
+    /// its last one, the row a layout change is crossed after: what deployment analysis derives
+    /// communication from.
+    pub fn op_inputs(&self, r: usize) -> Vec<usize> {
+        self.nodes[r]
+            .inputs
+            .iter()
+            .filter_map(|from| from.last().copied())
+            .collect()
+    }
+
     pub fn ok(&self) -> bool {
         self.errors.is_empty()
     }

@@ -42,12 +42,13 @@ pub fn evaluate(ir: &ModelIr, config: &serde_json::Value, opts: EvalOptions) -> 
     w.out
 }
 
-/// A value flowing along an edge: its per-token shape and the attention window it carries.
+/// A value flowing along an edge: its per-token shape, the attention window it carries, and the
+/// rows that produce it (one op, or every layer group's output for a stack).
 #[derive(Clone, Debug)]
 struct Flow {
     shape: Shape,
     window: Option<Q>,
-    node: Option<usize>,
+    from: Rc<[usize]>,
 }
 
 #[derive(Clone)]
@@ -383,7 +384,7 @@ impl<'a> Walker<'a> {
             Flow {
                 shape: vec![],
                 window: None,
-                node: None,
+                from: Rc::from([]),
             },
         );
         for node in &ir.graph {
@@ -431,6 +432,25 @@ impl<'a> Walker<'a> {
                 flows.insert(node.id.clone(), o);
             }
         }
+        // Values that leave the model: its outputs, and what each multi-token prediction module
+        // ends in (its logits go through a head the spec may share rather than repeat).
+        let read: BTreeSet<&str> = ir
+            .graph
+            .iter()
+            .flat_map(|n| n.inputs.iter().map(String::as_str))
+            .collect();
+        let mtp_ends = ir
+            .graph
+            .iter()
+            .filter(|n| n.role.as_deref() == Some("mtp") && !read.contains(n.id.as_str()))
+            .map(|n| &n.id);
+        for id in ir.outputs.iter().chain(mtp_ends) {
+            if let Some(f) = flows.get(id) {
+                self.out.sinks.extend(f.from.iter().copied());
+            }
+        }
+        self.out.sinks.sort_unstable();
+        self.out.sinks.dedup();
     }
 
     fn stack(
@@ -541,6 +561,7 @@ impl<'a> Walker<'a> {
             });
         }
         let mut last: Option<Flow> = None;
+        let mut produced: Vec<usize> = Vec::new();
         for (block_name, layers) in &groups {
             let Some(block) = ir.blocks.get(block_name) else {
                 continue;
@@ -596,10 +617,14 @@ impl<'a> Walker<'a> {
                 row.producers.push(sc.id.clone());
                 row.readers.push(sc.id.clone());
             }
+            produced.extend(out.from.iter().copied());
             last = Some(out);
         }
+        // The carried stream leaves the stack through whichever layer is last, and each layer
+        // reads the one before it: the stack's value depends on every group's output.
         last.map(|mut f| {
             f.window = None;
+            f.from = produced.into();
             f
         })
     }
@@ -716,7 +741,7 @@ impl<'a> Walker<'a> {
                 id: join_id(&sc.id, crate::rows::DECODE_SCOPE),
                 ..sc.clone()
             };
-            if let Some((vouts, _)) = self.graph(
+            if let Some((vouts, vidx)) = self.graph(
                 &var.nodes,
                 &var.inputs,
                 &var.outputs,
@@ -727,6 +752,10 @@ impl<'a> Walker<'a> {
                     ..vs
                 },
             ) {
+                self.pair_twins(&vidx, &node_idx);
+                for f in &vouts {
+                    self.out.sinks.extend(f.from.iter().copied());
+                }
                 for (a, b) in vouts.iter().zip(&outs) {
                     if a.shape != b.shape {
                         self.error(
@@ -748,7 +777,27 @@ impl<'a> Walker<'a> {
             self.caches(comp, &sc, &node_idx);
             self.axioms(comp, &sc, &node_idx);
         }
+        // A multi-token prediction module's further outputs (its logits) leave the model.
+        if scope.top_role.as_deref() == Some("mtp") {
+            for f in outs.iter().skip(1) {
+                self.out.sinks.extend(f.from.iter().copied());
+            }
+        }
         Some(outs)
+    }
+
+    /// A decode variant recomputes some of its component's nodes under the same ids: pair each
+    /// such row with the main-graph row whose per-token output it equals, so that what decode
+    /// reads can be named by the node a cache entry declares.
+    fn pair_twins(&mut self, variant: &HashMap<String, usize>, main: &HashMap<String, usize>) {
+        for (id, &v) in variant {
+            if let Some(&m) = main.get(id)
+                && self.out.nodes[m].op == self.out.nodes[v].op
+                && self.out.nodes[m].shape == self.out.nodes[v].shape
+            {
+                self.out.nodes[v].twin = Some(m);
+            }
+        }
     }
 
     /// Walk a graph in order; returns the outputs and the row index of every node.
@@ -787,7 +836,7 @@ impl<'a> Walker<'a> {
                     // A disabled node passes its first input through.
                     if let Some(first) = ins.first() {
                         flows.insert(node.id.clone(), first.clone());
-                        if let Some(r) = first.node {
+                        if let Some(&r) = first.from.last() {
                             idx.insert(node.id.clone(), r);
                         }
                     }
@@ -800,6 +849,14 @@ impl<'a> Walker<'a> {
             }
             if self.out.nodes.len() > before {
                 idx.insert(node.id.clone(), self.out.nodes.len() - 1);
+            }
+        }
+        // A value published on a stream is read by other layers.
+        for node in nodes.iter().filter(|n| !n.stream_out.is_empty()) {
+            for v in node.stream_out.values() {
+                if let Some(f) = flows.get(v).or_else(|| flows.get(&node.id)) {
+                    self.out.sinks.extend(f.from.iter().copied());
+                }
             }
         }
         let outs: Option<Vec<Flow>> = outputs.iter().map(|o| flows.get(o).cloned()).collect();
@@ -944,6 +1001,8 @@ impl<'a> Walker<'a> {
             window: None,
             phase: scope.phase,
             args: IndexMap::new(),
+            inputs: vec![],
+            twin: None,
             loc,
         });
         self.out.nodes.len() - 1
@@ -989,8 +1048,9 @@ impl<'a> Walker<'a> {
             let text = args.text(k).ok().flatten().unwrap_or_default();
             bound.insert(k.clone(), ArgValue { int, text });
         }
+        // `window: 0` is a full attention (the default of an optional window dim).
         let window = if spec.name == "attention_score" {
-            args.opt_int("window").ok().flatten()
+            args.opt_int("window").ok().flatten().filter(|w| w.v > 0)
         } else {
             None
         };
@@ -1030,9 +1090,6 @@ impl<'a> Walker<'a> {
             out.shape.clone(),
             loc.clone(),
         );
-        self.out
-            .op_inputs
-            .insert(row, inputs.iter().filter_map(|f| f.node).collect());
         {
             let r = &mut self.out.nodes[row];
             r.params = if scope.emit_storage {
@@ -1049,6 +1106,7 @@ impl<'a> Walker<'a> {
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
             r.args = bound;
+            r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
         if scope.emit_storage {
             let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id));
@@ -1061,20 +1119,21 @@ impl<'a> Walker<'a> {
                 let name = join_path(&path, &leaf_name);
                 self.weight(row, leaf, name, scope, &loc);
             }
-            if let Some(state) = out.state {
-                self.out.nodes[row].args.insert(
-                    "__state_elements".into(),
-                    ArgValue {
-                        int: Some(Q::product(&state).v),
-                        text: String::new(),
-                    },
-                );
-            }
+        }
+        // Decode variants carry state too: what a cache must hold is derived from them.
+        if let Some(state) = out.state {
+            self.out.nodes[row].args.insert(
+                "__state_elements".into(),
+                ArgValue {
+                    int: Some(Q::product(&state).v),
+                    text: String::new(),
+                },
+            );
         }
         Some(Flow {
             shape: out.shape,
             window,
-            node: Some(row),
+            from: Rc::from([row]),
         })
     }
 
@@ -1247,7 +1306,18 @@ impl<'a> Walker<'a> {
                 },
                 None => None,
             };
-            let fmt = c.dtype.clone().unwrap_or_else(|| ir.quant.cache.clone());
+            let (fmt, origin, dtype_src) = match (&c.dtype, &ir.quant.cache) {
+                (Some(f), _) => (f.clone(), DtypeOrigin::Entry(f.clone()), c.src.clone()),
+                (None, Some(f)) => (
+                    f.clone(),
+                    DtypeOrigin::Context(f.clone()),
+                    ir.quant.cache_src.clone(),
+                ),
+                (None, None) => match crate::dataflow::config_cache_dtype(self.config) {
+                    Some(d) => (d.dtype.to_string(), DtypeOrigin::Config(d.key), None),
+                    None => ("BF16".to_string(), DtypeOrigin::Fallback, None),
+                },
+            };
             let dtype = ir
                 .schemes
                 .get(&fmt)
@@ -1271,6 +1341,8 @@ impl<'a> Walker<'a> {
                 elements,
                 dtype,
                 dtype_bytes: bytes,
+                dtype_origin: origin,
+                dtype_src,
                 count: scope.count.clone(),
                 loc: c.loc.clone().with_node(self.out.nodes[row].id.clone()),
             });

@@ -84,6 +84,8 @@ pub struct CacheIr {
     pub window: Option<Expr>,
     pub steps: Option<Expr>,
     pub dtype: Option<String>,
+    /// Source anchor for a dtype other than the config's.
+    pub src: Option<String>,
     pub when: Option<Expr>,
     pub loc: Location,
 }
@@ -164,7 +166,12 @@ pub struct QuantIr {
     pub default: String,
     pub per_role: IndexMap<String, String>,
     pub overrides: Vec<OverrideIr>,
-    pub cache: String,
+    /// Storage of caches; `None`: the config's (KV-cache quantization, else `torch_dtype`).
+    pub cache: Option<String>,
+    /// Source anchor for a `cache` format other than the config's.
+    pub cache_src: Option<String>,
+    /// Where `quant_context:` is written.
+    pub loc: Location,
 }
 
 #[derive(Clone, Debug)]

@@ -11,6 +11,7 @@
 //! each quantity's formula next to its value.
 
 pub mod analysis;
+pub mod dataflow;
 pub mod diag;
 pub mod eval;
 pub mod expr;

@@ -576,6 +576,7 @@ impl Loader<'_> {
                 window,
                 steps,
                 dtype: c.value.dtype.clone(),
+                src: c.value.src.clone(),
                 when,
                 loc,
             });
@@ -1218,12 +1219,12 @@ impl Loader<'_> {
                     loc: loc_of(file, &o.referenced),
                 })
                 .collect(),
-            cache: q.cache.clone().unwrap_or_else(|| "bf16".into()),
+            cache: q.cache.clone(),
+            cache_src: q.cache_src.clone(),
+            loc: quant_loc.clone(),
         };
-        let mut formats: Vec<(String, Location)> = vec![
-            (quant.default.clone(), quant_loc.clone()),
-            (quant.cache.clone(), quant_loc.clone()),
-        ];
+        let mut formats: Vec<(String, Location)> = vec![(quant.default.clone(), quant_loc.clone())];
+        formats.extend(quant.cache.iter().map(|c| (c.clone(), quant_loc.clone())));
         for (role, f) in &quant.per_role {
             self.check_role(role, &quant_loc);
             formats.push((f.clone(), quant_loc.clone()));

@@ -463,6 +463,57 @@ pub fn lookup(name: &str) -> Option<&'static OpSpec> {
     OPS.iter().find(|o| o.name == name)
 }
 
+/// What an op needs from earlier positions at a decode step: what a cache must keep for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum History {
+    /// Nothing: the op sees only the current token.
+    None,
+    /// The value of this input at every attended past position (attention keys and values).
+    Input(usize),
+    /// The last `kernel - 1` values of this input (a causal convolution's window).
+    KernelSteps(usize),
+    /// The recurrent state the op declares (`OpOut::state`), carried from step to step.
+    State,
+}
+
+impl History {
+    pub fn describe(self) -> Option<&'static str> {
+        Some(match self {
+            History::None => return None,
+            History::Input(1) => {
+                "reads input 2 at every attended past position (cache it per token)"
+            }
+            History::Input(_) => {
+                "reads an input at every attended past position (cache it per token)"
+            }
+            History::KernelSteps(_) => {
+                "reads its input's last kernel-1 steps (constant conv state)"
+            }
+            History::State => "carries its recurrent state (constant per sequence)",
+        })
+    }
+}
+
+/// What `op` reads from earlier positions during decode. This, and the shapes flowing into the
+/// op, decide what a layer must cache (`Analysis::decode_reads`).
+pub fn history(op: &str) -> History {
+    match op {
+        "attention_score" | "attention_apply" => History::Input(1),
+        "conv1d" => History::KernelSteps(0),
+        "gated_delta_rule" => History::State,
+        _ => History::None,
+    }
+}
+
+/// Ops whose output only rearranges or shares their inputs' values (no new values per token):
+/// a cache of their output is a cache of their inputs.
+pub fn is_view(op: &str) -> bool {
+    matches!(
+        op,
+        "head_split" | "head_merge" | "broadcast_heads" | "concat"
+    )
+}
+
 /// The registry as text, for `harch-worker ops` and agent prompts.
 pub fn registry_text() -> String {
     let mut s = String::from(
@@ -484,6 +535,9 @@ pub fn registry_text() -> String {
             params = o.params,
             flops = o.flops,
         ));
+        if let Some(d) = history(o.name).describe() {
+            s.insert_str(s.len() - 1, &format!("  decode:  {d}\n"));
+        }
     }
     s
 }

@@ -135,6 +135,9 @@ pub struct CacheDef {
     /// For constant state kept as several steps of a node's output (conv state): the step count.
     pub steps: Option<Scalar>,
     pub dtype: Option<String>,
+    /// Where the forward source keeps this state in `dtype` when that is not the config's dtype:
+    /// a quote (in backticks) that must occur in the source and name the dtype.
+    pub src: Option<String>,
     /// Condition over dims; the entry applies only when it holds.
     #[serde(rename = "when")]
     pub when: Option<Scalar>,
@@ -219,8 +222,11 @@ pub struct QuantContextDef {
     pub per_role: IndexMap<String, String>,
     #[serde(default)]
     pub overrides: Vec<Spanned<OverrideDef>>,
-    /// Storage of caches (KV) unless an entry says otherwise.
+    /// Storage of caches (KV) unless an entry says otherwise; default: the config's KV-cache
+    /// quantization, else its `torch_dtype`/`dtype`.
     pub cache: Option<String>,
+    /// Source anchor for a `cache` format other than the config's (a quote naming the dtype).
+    pub cache_src: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -15,7 +15,8 @@ pub mod code {
     pub const NO_ANCHOR: &str = "O004";
 }
 
-fn normalize(s: &str) -> String {
+/// Whitespace runs collapsed to one space: anchors match across line breaks and indentation.
+pub fn normalize(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -71,17 +72,26 @@ fn stream_uses(ir: &ModelIr, blocks: &[String]) -> (BTreeSet<String>, BTreeSet<S
     (written, read)
 }
 
-pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+/// The forward-source files a spec's anchors are checked in: those its `sources:` names when
+/// any is staged, else every staged file.
+pub fn forward_sources<'a>(
+    ir: &ModelIr,
+    sources: &'a BTreeMap<String, String>,
+) -> Vec<(&'a String, &'a String)> {
     let named: Vec<(&String, &String)> = sources
         .iter()
         .filter(|(f, _)| ir.sources.contains(f))
         .collect();
-    let texts: Vec<(&String, &String)> = if named.is_empty() {
+    if named.is_empty() {
         sources.iter().collect()
     } else {
         named
-    };
+    }
+}
+
+pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let texts = forward_sources(ir, sources);
     let normalized: Vec<(&String, String)> =
         texts.iter().map(|(f, t)| (*f, normalize(t))).collect();
     let file_loc = Location::in_file(&ir.file);

@@ -234,6 +234,81 @@ fn qwen3_next_state_splits_into_recurrent_and_conv_state() {
     assert_eq!(by_kind("conv_state"), 1_769_472);
 }
 
+/// What the decode step reads from earlier positions, derived from the dataflow alone (never
+/// from the cache declarations), gives the reference cache sizes: the declared caches are held
+/// to this by the semantic guard.
+#[test]
+fn caches_derived_from_decode_reads_match_the_reference() {
+    use harch_engine::ir::Growth;
+    for e in &LIBRARY {
+        let (a, _) = evaluate_library(e.id, false);
+        let main = |r: &&harch_engine::dataflow::DecodeRead| {
+            a.nodes[r.reader].top_role.as_deref() != Some("mtp")
+        };
+        let reads = a.decode_reads();
+        let elements = |g: Growth| -> i128 {
+            reads
+                .iter()
+                .filter(main)
+                .filter(|r| r.growth == g)
+                .map(|r| r.elements.v * a.nodes[r.node].count.v)
+                .sum()
+        };
+        // Every library model keeps K/V (or latent) in bf16.
+        assert_eq!(
+            2 * elements(Growth::PerToken),
+            e.kv_bytes_per_token,
+            "{}",
+            e.id
+        );
+        let window = e.window.map_or(0, |(per_token, _)| per_token);
+        assert_eq!(2 * elements(Growth::Window), window, "{}", e.id);
+        if let Some((_, w)) = e.window {
+            assert!(
+                reads
+                    .iter()
+                    .filter(|r| r.growth == Growth::Window)
+                    .all(|r| r.window.as_ref().map(|q| q.v) == Some(w)),
+                "{}",
+                e.id
+            );
+        }
+        let state = if e.id == "Qwen/Qwen3-Next-80B-A3B" {
+            // 36 layers × (32 × 128 × 128 recurrent + 8192 × 3 conv).
+            36 * (32 * 128 * 128 + 8192 * 3)
+        } else {
+            0
+        };
+        assert_eq!(elements(Growth::Constant), state, "{}", e.id);
+    }
+    // MLA: the decode variant reads the latent and the shared rope key, nothing per head.
+    let (a, _) = evaluate_library("deepseek-ai/DeepSeek-V3", false);
+    let mut dense: Vec<(String, i128)> = a
+        .decode_reads()
+        .iter()
+        .filter(|r| a.nodes[r.node].id.starts_with("layers[dense]."))
+        .map(|r| (a.nodes[r.node].id.clone(), r.elements.v))
+        .collect();
+    dense.sort();
+    assert_eq!(
+        dense,
+        [
+            ("layers[dense].attention.k_pe_rope".to_string(), 64),
+            ("layers[dense].attention.kv_a_layernorm".to_string(), 512)
+        ]
+    );
+}
+
+/// Attention FLOPs grow with the context on full layers (an attention with `window: 0` is a
+/// full attention, not one that attends nothing).
+#[test]
+fn full_attention_flops_grow_with_the_context() {
+    let (a, _) = evaluate_library("meta-llama/Llama-3.1-8B", false);
+    let step = a.decode_flops(&Q::lit(4096)).v - a.decode_flops(&Q::lit(4095)).v;
+    // 32 layers × (scores 2·32·128 + softmax 5·32 + apply 2·32·128) per attended position.
+    assert_eq!(step, 32 * (2 * 32 * 128 + 5 * 32 + 2 * 32 * 128));
+}
+
 fn assert_within(id: &str, what: &str, got: i128, published: f64, tolerance: f64) {
     let rel = (got as f64 - published).abs() / published;
     assert!(

@@ -1,6 +1,7 @@
 //! The mutation suite (tests/mutations.yaml): every realistic wrong spec is rejected by the
-//! intended guard with the intended code, and by nothing unrelated. Also: every library spec
-//! validates against its checkpoint with zero errors.
+//! intended guard with the intended code, and by nothing unrelated; every equivalent rewrite
+//! (`valid: true`) still validates, with no warning and the same numbers. Also: every library
+//! spec validates against its checkpoint with zero errors.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,9 +12,19 @@ use harch_guards::{GuardSet, Report};
 use harch_worker::{snapshot, source, subject};
 
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Patch {
+    /// Another file than the mutation's own.
+    file: Option<String>,
     find: String,
     replace: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Patches {
+    One(Patch),
+    Many(Vec<Patch>),
 }
 
 #[derive(serde::Deserialize)]
@@ -24,11 +35,15 @@ struct Mutation {
     file: String,
     find: String,
     replace: String,
-    also_patch: Option<Patch>,
-    guard: String,
-    code: String,
+    also_patch: Option<Patches>,
+    /// The rejecting guard and code; absent for an equivalent rewrite.
+    guard: Option<String>,
+    code: Option<String>,
     #[serde(default)]
     also: Vec<String>,
+    /// An equivalent rewrite: it must validate with no error or warning and the same numbers.
+    #[serde(default)]
+    valid: bool,
 }
 
 fn root() -> PathBuf {
@@ -128,25 +143,54 @@ fn mutation_suite_is_rejected_by_the_intended_guards() {
 
 fn check(m: &Mutation, base: &BTreeMap<String, String>, t: &Truth) -> Result<(), String> {
     let mut files = base.clone();
-    let text = files
-        .get_mut(&m.file)
-        .ok_or_else(|| format!("{}: no file {}", m.name, m.file))?;
-    for p in std::iter::once((&m.find, &m.replace))
-        .chain(m.also_patch.as_ref().map(|p| (&p.find, &p.replace)))
-    {
-        if text.matches(p.0.as_str()).count() != 1 {
+    let extra: Vec<&Patch> = match &m.also_patch {
+        None => vec![],
+        Some(Patches::One(p)) => vec![p],
+        Some(Patches::Many(v)) => v.iter().collect(),
+    };
+    let patches = std::iter::once((&m.file, &m.find, &m.replace)).chain(
+        extra
+            .iter()
+            .map(|p| (p.file.as_ref().unwrap_or(&m.file), &p.find, &p.replace)),
+    );
+    for (file, find, replace) in patches {
+        let text = files
+            .get_mut(file)
+            .ok_or_else(|| format!("{}: no file {file}", m.name))?;
+        if text.matches(find.as_str()).count() != 1 {
             return Err(format!(
-                "{}: `find` must occur exactly once in {}",
-                m.name, m.file
+                "{}: `find` must occur exactly once in {file}: {find:?}",
+                m.name
             ));
         }
-        *text = text.replacen(p.0.as_str(), p.1, 1);
+        *text = text.replacen(find.as_str(), replace, 1);
     }
     let repo = Repo::from_files(files);
     let model = spec_for(&repo, t);
-    let (r, _) = harch_guards::validate(&repo, &model, t, &GuardSet::all());
+    let (r, a) = harch_guards::validate(&repo, &model, t, &GuardSet::all());
     let got = codes(&r);
-    let want = format!("{}:{}", m.guard, m.code);
+    // `HARCH_SHOW_MUTATION=<name>|all` prints what a mutation is rejected with.
+    if std::env::var("HARCH_SHOW_MUTATION").is_ok_and(|v| v == m.name || v == "all") {
+        for e in &r.errors {
+            eprintln!(
+                "[{}] {} {}\n    hint: {}",
+                m.name,
+                e.code,
+                e.message,
+                e.hint.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    if m.valid {
+        return equivalent(m, base, t, &r, a.as_ref());
+    }
+    let (Some(guard), Some(code)) = (&m.guard, &m.code) else {
+        return Err(format!(
+            "{}: needs `guard` and `code`, or `valid: true`",
+            m.name
+        ));
+    };
+    let want = format!("{guard}:{code}");
     if r.valid || !got.contains(&want) {
         return Err(format!("{}: expected {want}, got {got:?}", m.name));
     }
@@ -154,20 +198,56 @@ fn check(m: &Mutation, base: &BTreeMap<String, String>, t: &Truth) -> Result<(),
         .iter()
         .filter(|c| {
             let code = c.split(':').nth(1).unwrap_or("");
-            code != m.code && !m.also.iter().any(|a| a == code)
+            code != m.code.as_deref().unwrap_or_default() && !m.also.iter().any(|a| a == code)
         })
         .collect();
     if !unrelated.is_empty() {
         let msgs: Vec<String> = r
             .errors
             .iter()
-            .filter(|e| e.code != m.code && !m.also.iter().any(|a| a == e.code))
+            .filter(|e| Some(e.code) != m.code.as_deref() && !m.also.iter().any(|a| a == e.code))
             .map(|e| format!("    {} {}", e.code, e.message))
             .collect();
         return Err(format!(
             "{}: rejected for unrelated reasons {unrelated:?}\n{}",
             m.name,
             msgs.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+/// An equivalent rewrite validates cleanly and publishes the numbers the library spec does.
+fn equivalent(
+    m: &Mutation,
+    base: &BTreeMap<String, String>,
+    t: &Truth,
+    r: &Report,
+    a: Option<&harch_engine::Analysis>,
+) -> Result<(), String> {
+    if !r.valid || !r.warnings.is_empty() {
+        let msgs: Vec<String> = r
+            .errors
+            .iter()
+            .chain(&r.warnings)
+            .map(|e| format!("    {} {}", e.code, e.message))
+            .collect();
+        return Err(format!(
+            "{}: an equivalent rewrite must stay valid, got:\n{}",
+            m.name,
+            msgs.join("\n")
+        ));
+    }
+    let repo = Repo::from_files(base.clone());
+    let model = spec_for(&repo, t);
+    let (_, before) = harch_guards::validate(&repo, &model, t, &GuardSet::all());
+    let json = |a: Option<&harch_engine::Analysis>| {
+        a.map(|a| serde_json::to_value(a.summary()).expect("summary serializes"))
+    };
+    if json(a) != json(before.as_ref()) {
+        return Err(format!(
+            "{}: an equivalent rewrite changed the numbers",
+            m.name
         ));
     }
     Ok(())
