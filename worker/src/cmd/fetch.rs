@@ -64,9 +64,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match runtime.block_on(hub::fetch_truth(&opts)) {
         Ok(report) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                crate::cli::out::print_json(&report)?;
             } else {
-                println!(
+                outln!(
                     "{} @ {}: {} tensors ({} bytes) in {} shard headers -> {}",
                     report.model_id,
                     report.revision.as_deref().unwrap_or("snapshot"),
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     report.shards,
                     report.out.display()
                 );
-                println!(
+                outln!(
                     "{} requests, {} bytes transferred, {} retries ({} rate-limited), {} ms ({})",
                     report.requests,
                     report.bytes_transferred,
@@ -85,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     report.origin
                 );
                 let t = &report.timings;
-                println!(
+                outln!(
                     "time: resolve {:.1} ms, index {:.1} ms, headers {:.1} ms, local work {:.1} ms",
                     t.resolve_ms, t.index_ms, t.headers_ms, t.local_ms
                 );
@@ -95,18 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            if args.json {
-                let v = serde_json::json!({
-                    "error": e.to_string(),
-                    "transient": e.is_transient(),
-                });
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                eprintln!("error: {e}");
-            }
-            // 3: try again later; 1: needs a person.
-            Ok(ExitCode::from(if e.is_transient() { 3 } else { 1 }))
-        }
+        // 3: try again later; 2: the id itself is wrong; 1: needs a person.
+        Err(e) if e.is_transient() => Err(crate::cli::transient(e)),
+        Err(e @ hub::FetchError::BadModelId { .. }) => Err(crate::cli::usage(e)),
+        Err(e) => Err(crate::cli::failed(e)),
     }
 }
