@@ -87,7 +87,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let t = &report.timings;
                 outln!(
                     "time: resolve {:.1} ms, index {:.1} ms, headers {:.1} ms, local work {:.1} ms",
-                    t.resolve_ms, t.index_ms, t.headers_ms, t.local_ms
+                    t.resolve_ms,
+                    t.index_ms,
+                    t.headers_ms,
+                    t.local_ms
                 );
                 for w in &report.warnings {
                     eprintln!("warning: {w}");
