@@ -305,6 +305,7 @@ fn review_and_fix_prompts_render() {
         node_paths: &nodes,
         previous: None,
         report_errors: None,
+        notes: None,
     })
     .unwrap();
     for needle in [
@@ -351,6 +352,7 @@ fn review_and_fix_prompts_render() {
         node_paths: &nodes,
         previous: Some(&c),
         report_errors: Some(&errors),
+        notes: None,
     })
     .unwrap();
     for needle in [

@@ -572,7 +572,9 @@ mod tests {
         // 3 × (3600 + 60) + 120: a hanging agent is killed at its own limit, recorded and
         // re-prompted long before the stage's timeout.
         assert_eq!(s.stage_timeout("generate"), Duration::from_secs(11_100));
-        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate"));
+        assert_eq!(s.stage_timeout("review"), s.stage_timeout("generate"));
+        // Fix runs a fix loop and a review loop in each of review.rounds (2) rounds.
+        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate") * 4);
         assert!(s.stage_timeout("generate").as_secs() >= 3 * s.agent.timeout_s);
         s.apply_env(|k| match k {
             "HARCH_AGENT_TIMEOUT_S" => Some("2".into()),
@@ -581,6 +583,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        s.apply_env(|k| (k == "HARCH_REVIEW_ROUNDS").then(|| "3".into()))
+            .unwrap();
+        assert_eq!(s.review.rounds, 3);
+        assert_eq!(s.stage_timeout("fix"), Duration::from_secs(6 * 244));
+        s.stages.timeout_s.insert("fix".into(), 244);
+        let err = s.check().unwrap_err().to_string();
+        assert!(err.contains("stages.timeout_s.fix = 244 s"), "{err}");
+        s.stages.timeout_s.remove("fix");
         // An explicit timeout that cannot hold the runs is refused at start-up, saying why.
         s.stages.timeout_s.insert("generate".into(), 200);
         let err = s.check().unwrap_err().to_string();
