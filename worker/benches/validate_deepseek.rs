@@ -1,6 +1,7 @@
 //! Validating DeepSeek-V3 (91,991 tensors in 163 shard headers): wall time of reading the truth
 //! directory and of `validate` (load, one evaluation, every guard), and the process's peak
-//! memory. Run: `cargo bench -p harch-worker --bench validate_deepseek`.
+//! memory; then the whole `harch-worker validate` process (release build) on the same truth
+//! directory, as a user runs it. Run: `cargo bench -p harch-worker --bench validate_deepseek`.
 
 use std::time::{Duration, Instant};
 
@@ -116,4 +117,32 @@ fn main() {
     if let Some(kib) = peak_rss_kib() {
         println!("  peak RSS of the process: {:.1} MiB", kib as f64 / 1024.0);
     }
+    per_process(dir.path());
+}
+
+/// `harch-worker validate deepseek-ai/DeepSeek-V3 --truth DIR`, one process per run: start-up,
+/// reading the truth directory, every guard, the report.
+fn per_process(truth: &std::path::Path) {
+    let bin = env!("CARGO_BIN_EXE_harch-worker");
+    let mut walls = Vec::new();
+    for _ in 0..RUNS {
+        let t0 = Instant::now();
+        let out = std::process::Command::new(bin)
+            .args(["validate", MODEL, "--truth"])
+            .arg(truth)
+            .stdout(std::process::Stdio::null())
+            .output()
+            .expect("harch-worker runs");
+        walls.push(t0.elapsed());
+        assert!(
+            out.status.success(),
+            "validate failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    println!(
+        "  whole process (harch-worker validate {MODEL} --truth <dir>): median {:.1} ms, min {:.1} ms ({RUNS} runs)",
+        median(walls.clone()).as_secs_f64() * 1e3,
+        walls.iter().min().unwrap().as_secs_f64() * 1e3
+    );
 }
