@@ -52,8 +52,8 @@ async fn json_report_counts_files_tensors_requests_and_bytes() {
     assert_eq!(report["revision"], SHA);
     assert_eq!(report["tensors"], 6);
     assert_eq!(report["shards"], 3);
-    assert_eq!(report["requests"], 9);
-    assert_eq!(requests(&server).await.len(), 9);
+    assert_eq!(report["requests"], 8);
+    assert_eq!(requests(&server).await.len(), 8);
     assert_eq!(
         report["bytes_transferred"],
         hub.sent_bytes.load(std::sync::atomic::Ordering::Relaxed)

@@ -37,12 +37,11 @@ async fn missing_repo_is_told_apart_from_a_missing_file() {
         .unwrap_err();
     assert!(matches!(err, FetchError::RepoNotFound { .. }), "{err}");
     assert!(!err.is_transient());
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(requests(&server).await.len(), 2);
 
     let mut repo = sharded_repo(1);
     repo.files.remove("config.json");
-    // The API lists no config.json; the fetcher still asks for it (it is required), together
-    // with the index.
+    // Asked for together with the index, at the branch (no API lookup without a cache).
     let (result, reqs, written) = run(repo, vec![]).await;
     let err = result.unwrap_err();
     assert!(
@@ -51,26 +50,32 @@ async fn missing_repo_is_told_apart_from_a_missing_file() {
     );
     assert!(err.to_string().contains("no file `config.json`"));
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 2);
     assert!(!written);
 }
 
 #[tokio::test]
 async fn plain_404_on_the_api_means_no_repo_and_on_resolve_means_no_file() {
-    // Without x-error-code the status and the endpoint decide.
-    let (_, reqs, _) = run(
-        sharded_repo(1),
-        vec![("/revision/main", vec![Fault::Status(404)])],
-    )
-    .await;
-    assert_eq!(reqs.len(), 1);
+    // Without x-error-code the status and the endpoint decide. The API is asked only when a
+    // cached commit of the repo could be hit: fetch once into a cache, then again by branch.
+    let (server, hub) = MockHub::start(Duration::ZERO).await;
+    hub.add_repo("org/m", sharded_repo(1));
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(&server.uri(), "org/m", &dir.path().join("t"));
+    opts.cache_dir = Some(dir.path().join("cache"));
+    fetch_truth(&opts).await.unwrap();
+    let before = requests(&server).await.len();
+    hub.fault("/revision/main", vec![Fault::Status(404)]);
+    let err = fetch_truth(&opts).await.unwrap_err();
+    assert!(matches!(err, FetchError::RepoNotFound { .. }), "{err}");
+    assert_eq!(requests(&server).await.len() - before, 1);
     let (result, reqs, _) = run(
         sharded_repo(1),
         vec![("/config.json", vec![Fault::Status(404)])],
     )
     .await;
     assert!(matches!(result, Err(FetchError::FileNotFound { .. })));
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 2);
 }
 
 #[tokio::test]
@@ -82,7 +87,7 @@ async fn unknown_revision() {
     opts.revision = "no-such-branch".into();
     let err = fetch_truth(&opts).await.unwrap_err();
     assert!(matches!(err, FetchError::RevisionNotFound { .. }), "{err}");
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(requests(&server).await.len(), 2);
 }
 
 #[tokio::test]
@@ -105,7 +110,7 @@ async fn gated_repo_without_token_and_with_a_wrong_token() {
     );
     assert!(err.to_string().contains("set HF_TOKEN"));
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 2);
     assert!(!written);
 
     let (server, hub) = MockHub::start(Duration::ZERO).await;
@@ -126,7 +131,7 @@ async fn gated_repo_without_token_and_with_a_wrong_token() {
         "{err}"
     );
     assert!(err.to_string().contains("has no access"));
-    assert_eq!(requests(&server).await.len(), 3);
+    assert_eq!(requests(&server).await.len(), 2);
 }
 
 #[tokio::test]
@@ -143,8 +148,8 @@ async fn rate_limit_is_retried_after_the_servers_delay() {
         "Retry-After was not honoured"
     );
     assert_eq!(report.retries, 1);
-    // 1 API + 2 config (429, 200) + index + 2 × 2 shard.
-    assert_eq!(reqs.len(), 8);
+    // 2 config (429, 200) + index + 2 × 2 shard.
+    assert_eq!(reqs.len(), 7);
 }
 
 #[tokio::test]
@@ -159,8 +164,8 @@ async fn server_error_then_success_retries_only_the_failed_hop() {
     .await;
     let report = result.unwrap();
     assert_eq!(report.retries, 1);
-    // API + config + index + 302 + (500, 206): the redirect is not asked again.
-    assert_eq!(reqs.len(), 6);
+    // config + index + 302 + (500, 206): the redirect is not asked again.
+    assert_eq!(reqs.len(), 5);
 }
 
 #[tokio::test]
@@ -183,7 +188,7 @@ async fn persistent_server_errors_end_as_a_transient_error() {
         "{err}"
     );
     assert!(err.is_transient());
-    assert_eq!(reqs.len(), 1 + 3 + 1);
+    assert_eq!(reqs.len(), 3 + 1);
     assert!(!written);
 }
 
@@ -198,7 +203,7 @@ async fn truncated_body_is_retried_then_reported_transient() {
     )
     .await;
     assert_eq!(result.unwrap().retries, 1);
-    assert_eq!(reqs.len(), 6);
+    assert_eq!(reqs.len(), 5);
     // Always short: one redirect, then 3 attempts at the CDN, each a short 206.
     let (result, reqs, _) = run(
         sharded_repo(1),
@@ -211,7 +216,7 @@ async fn truncated_body_is_retried_then_reported_transient() {
         "{err}"
     );
     assert!(err.is_transient());
-    assert_eq!(reqs.len(), 3 + 1 + 3);
+    assert_eq!(reqs.len(), 2 + 1 + 3);
 }
 
 fn one_shard_repo(shard: MockFile, index_names: &[&str]) -> MockRepo {
@@ -246,7 +251,7 @@ async fn oversized_header_is_rejected_after_one_range() {
         "{err}"
     );
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 3 + 2);
+    assert_eq!(reqs.len(), 2 + 2);
     assert!(!written);
 }
 
@@ -259,7 +264,7 @@ async fn malformed_json_header_is_permanent_and_names_the_file() {
         matches!(&err, FetchError::Invalid { file, message, .. } if file == "model-00001-of-00001.safetensors" && message.contains("not valid JSON")),
         "{err}"
     );
-    assert_eq!(reqs.len(), 5);
+    assert_eq!(reqs.len(), 4);
 }
 
 #[tokio::test]
@@ -289,7 +294,7 @@ async fn index_and_shard_disagreement_is_permanent() {
         "{err}"
     );
     assert!(!err.is_transient());
-    assert_eq!(reqs.len(), 5);
+    assert_eq!(reqs.len(), 4);
     assert!(!written);
     // The shard holds `c`, which the index does not list.
     let (json, payload) = header_json(&[("a", "F32", &[2]), ("c", "F32", &[2])], 0);
@@ -301,13 +306,13 @@ async fn index_and_shard_disagreement_is_permanent() {
     assert!(
         matches!(result, Err(FetchError::Invalid { message, .. }) if message.contains("`c`") && message.contains("does not list"))
     );
-    assert_eq!(reqs.len(), 5);
+    assert_eq!(reqs.len(), 4);
     // An index that lists nothing is no checkpoint.
     let (result, reqs, _) = run(one_shard_repo(MockFile::shard(&json, payload), &[]), vec![]).await;
     assert!(
         matches!(result, Err(FetchError::Invalid { message, .. }) if message.contains("no tensors"))
     );
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 2);
 }
 
 #[tokio::test]
@@ -319,7 +324,7 @@ async fn repo_without_safetensors() {
         .insert("pytorch_model.bin".into(), MockFile::small(vec![0u8; 16]));
     let (result, reqs, _) = run(repo, vec![]).await;
     assert!(matches!(result, Err(FetchError::NoSafetensors { .. })));
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
 }
 
 #[tokio::test]

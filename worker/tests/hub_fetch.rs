@@ -26,12 +26,14 @@ async fn single_file_repo_with_the_real_minilm_header() {
     assert_eq!(report.revision.as_deref(), Some(SHA));
     assert_eq!(report.tensors, 104);
     assert_eq!(report.shards, 1);
-    // API, config, then resolve (302) + CDN range for the one header.
+    // Config and index (absent) at the branch, then at the commit they named: resolve (302)
+    // + CDN range for the one header.
     assert_eq!(
         requests(&server).await,
         [
-            "GET /api/models/sentence-transformers/all-MiniLM-L6-v2/revision/main".to_string(),
-            format!("GET /sentence-transformers/all-MiniLM-L6-v2/resolve/{SHA}/config.json"),
+            "GET /sentence-transformers/all-MiniLM-L6-v2/resolve/main/config.json".to_string(),
+            "GET /sentence-transformers/all-MiniLM-L6-v2/resolve/main/model.safetensors.index.json"
+                .to_string(),
             format!("GET /sentence-transformers/all-MiniLM-L6-v2/resolve/{SHA}/model.safetensors"),
             format!("GET /cdn/sentence-transformers/all-MiniLM-L6-v2/{SHA}/model.safetensors"),
         ]
@@ -63,9 +65,9 @@ async fn sharded_repo_takes_one_range_per_shard() {
         .unwrap();
     assert_eq!(report.tensors, 10);
     assert_eq!(report.shards, 5);
-    // API + config + index + 5 × (302 + 206).
-    assert_eq!(requests(&server).await.len(), 13);
-    assert_eq!(report.requests, 13);
+    // config + index + 5 × (302 + 206).
+    assert_eq!(requests(&server).await.len(), 12);
+    assert_eq!(report.requests, 12);
     assert_eq!(report.retries, 0);
     let truth = load_truth_dir(&out).unwrap();
     assert_eq!(truth.inventory.tensors.len(), 10);
@@ -141,7 +143,7 @@ async fn server_that_ignores_range_is_read_only_up_to_the_guess() {
         .await
         .unwrap();
     assert_eq!(report.tensors, 1);
-    assert_eq!(requests(&server).await.len(), 5);
+    assert_eq!(requests(&server).await.len(), 4);
 }
 
 #[tokio::test]
@@ -155,7 +157,7 @@ async fn gated_repo_fetches_with_the_right_token() {
     opts.token = Some("hf_secret".into());
     let report = fetch_truth(&opts).await.unwrap();
     assert_eq!(report.tensors, 2);
-    assert_eq!(requests(&server).await.len(), 5);
+    assert_eq!(requests(&server).await.len(), 4);
 }
 
 #[tokio::test]
@@ -167,14 +169,14 @@ async fn a_second_fetch_is_served_from_the_cache() {
     opts.cache_dir = Some(dir.path().join("cache"));
     let first = fetch_truth(&opts).await.unwrap();
     assert_eq!(first.origin, "hub");
-    assert_eq!(requests(&server).await.len(), 9);
+    assert_eq!(requests(&server).await.len(), 8);
 
     // By branch: only the revision lookup.
     opts.out = dir.path().join("t2");
     let second = fetch_truth(&opts).await.unwrap();
     assert_eq!(second.origin, "cache");
     assert_eq!(second.requests, 1);
-    assert_eq!(requests(&server).await.len(), 10);
+    assert_eq!(requests(&server).await.len(), 9);
 
     // By pinned sha: nothing at all.
     opts.out = dir.path().join("t3");
@@ -182,7 +184,7 @@ async fn a_second_fetch_is_served_from_the_cache() {
     let third = fetch_truth(&opts).await.unwrap();
     assert_eq!(third.origin, "cache");
     assert_eq!(third.requests, 0);
-    assert_eq!(requests(&server).await.len(), 10);
+    assert_eq!(requests(&server).await.len(), 9);
 
     let a = load_truth_dir(&dir.path().join("t1")).unwrap();
     let c = load_truth_dir(&dir.path().join("t3")).unwrap();

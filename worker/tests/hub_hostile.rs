@@ -74,7 +74,7 @@ async fn traversal_in_an_index_shard_name_is_refused_and_nothing_is_written() {
         );
         assert!(!err.is_transient());
         // Refused before any request for it: API, config, index.
-        assert_eq!(requests(&server).await.len(), 3, "{bad}");
+        assert_eq!(requests(&server).await.len(), 2, "{bad}");
         // Nothing at all under the temp dir: not even the parent of --out was made.
         assert!(tree(dir.path()).is_empty(), "{bad}");
     }
@@ -107,7 +107,7 @@ async fn traversal_in_auto_map_is_refused_and_nothing_is_written() {
             "{bad}: {err}"
         );
         assert!(err.to_string().contains("auto_map"), "{err}");
-        assert_eq!(requests(&server).await.len(), 3, "{bad}");
+        assert_eq!(requests(&server).await.len(), 2, "{bad}");
         assert!(tree(dir.path()).is_empty(), "{bad}");
     }
 }
@@ -164,7 +164,7 @@ async fn a_truncated_cache_blob_is_evicted_and_fetched_again() {
                 .filter(|w| w.contains("failed its check and was evicted"))
                 .collect();
             assert_eq!(evicted.len(), 1, "{:?}", report.warnings);
-            assert_eq!(requests(&server).await.len() - before, 9);
+            assert_eq!(requests(&server).await.len() - before, 8);
             assert_eq!(std::fs::read(&blob).unwrap(), full);
         } else {
             // Repaired: a hit again (one revision lookup).
@@ -216,7 +216,7 @@ async fn a_failed_cdn_hop_is_retried_without_the_redirect() {
     // 429, 206).
     let resolves = reqs.iter().filter(|r| r.contains("/resolve/")).count();
     let cdn_hits = reqs.iter().filter(|r| r.contains("/cdn/")).count();
-    assert_eq!((reqs.len(), resolves, cdn_hits), (7, 3, 3), "{reqs:?}");
+    assert_eq!((reqs.len(), resolves, cdn_hits), (6, 3, 3), "{reqs:?}");
 }
 
 #[tokio::test]

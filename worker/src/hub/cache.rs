@@ -70,6 +70,16 @@ impl Cache {
             .join(format!("{}.json", safe_name(sha)))
     }
 
+    /// True when some commit of `repo` is cached: only then can asking the Hub which commit a
+    /// branch is at lead to a hit.
+    pub fn has_repo(&self, repo: &str) -> bool {
+        let dir = self
+            .root
+            .join("manifests")
+            .join(safe_name(&repo.replace('/', "__")));
+        std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
+    }
+
     /// Blob key for one file: its etag when the Hub gave one, else commit + path (still
     /// immutable, just not shared across commits).
     pub fn key(sha: &str, repo_path: &str, etag: Option<&str>, header_only: bool) -> String {

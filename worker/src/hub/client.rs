@@ -67,6 +67,8 @@ pub struct Response {
     pub total_len: Option<u64>,
     /// A 206 answer: the body is the range asked for, not the file from byte 0.
     pub partial: bool,
+    /// The commit the Hub resolved the revision to (`X-Repo-Commit` of the first hop).
+    pub commit: Option<String>,
 }
 
 pub struct Hub {
@@ -88,7 +90,7 @@ pub struct Hub {
 /// One hop's outcome: the answer, or where it redirects.
 enum Hop {
     Done(Response),
-    Redirect(reqwest::Url),
+    Redirect(reqwest::Url, Option<String>),
 }
 
 const MAX_REDIRECTS: usize = 10;
@@ -173,10 +175,17 @@ impl Hub {
             message: format!("not a URL: {e}"),
             attempts: 0,
         })?;
+        let mut commit = None;
         for _ in 0..=MAX_REDIRECTS {
             match self.hop(&hop, target, range, limit).await? {
-                Hop::Done(r) => return Ok(r),
-                Hop::Redirect(next) => hop = next,
+                Hop::Done(mut r) => {
+                    r.commit = commit.or(r.commit);
+                    return Ok(r);
+                }
+                Hop::Redirect(next, c) => {
+                    commit = commit.or(c);
+                    hop = next;
+                }
             }
         }
         Err(FetchError::Network {
@@ -293,6 +302,11 @@ impl Hub {
                 error: Transient::Status(status.as_u16()),
             });
         }
+        let commit = resp
+            .headers()
+            .get("x-repo-commit")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
             let next = resp
                 .headers()
@@ -301,7 +315,9 @@ impl Hub {
                 .and_then(|loc| url.join(loc).ok());
             drain(&mut resp, &self.stats).await;
             return match next {
-                Some(next) if matches!(next.scheme(), "http" | "https") => Ok(Hop::Redirect(next)),
+                Some(next) if matches!(next.scheme(), "http" | "https") => {
+                    Ok(Hop::Redirect(next, commit))
+                }
                 _ => Err(Failure::Permanent(FetchError::Invalid {
                     repo: self.repo.clone(),
                     file: url.to_string(),
@@ -384,6 +400,7 @@ impl Hub {
                 .map(clean_etag),
             total_len,
             partial: status == StatusCode::PARTIAL_CONTENT,
+            commit,
         }))
     }
 

@@ -80,23 +80,50 @@ async fn fetch_online(
     {
         return Ok(report);
     }
-    let (sha, siblings) = resolve_revision(hub, &opts.revision).await?;
-    if let Some(report) = from_cache(opts, hub, cache.as_ref(), &sha, started, &mut warnings)? {
-        return Ok(report);
-    }
+    // Asking the API which commit a branch is at pays only when the answer can be a cache hit.
+    // Otherwise config.json and the index are asked for at the branch straight away, and the
+    // commit comes from their `X-Repo-Commit`: one request and one round trip fewer.
+    let ask_api =
+        !is_sha(&opts.revision) && cache.as_ref().is_some_and(|c| c.has_repo(&opts.model_id));
+    let (mut known_sha, siblings) = if ask_api {
+        let (sha, siblings) = resolve_revision(hub, &opts.revision).await?;
+        if let Some(report) = from_cache(opts, hub, cache.as_ref(), &sha, started, &mut warnings)? {
+            return Ok(report);
+        }
+        (Some(sha), siblings)
+    } else if is_sha(&opts.revision) {
+        (Some(opts.revision.clone()), None)
+    } else {
+        (None, None)
+    };
     let resolved = Instant::now();
     let has = |f: &str| siblings.as_ref().is_none_or(|s| s.contains(f));
-
-    // Independent of each other: one round trip for both. (generation_config.json is not
-    // fetched: nothing downstream reads it.)
     let want_index = has(truth_dir::INDEX);
-    let (config, index_file) = tokio::join!(fetch_file(hub, &sha, truth_dir::CONFIG), async {
-        match want_index {
-            true => fetch_optional(hub, &sha, truth_dir::INDEX).await,
-            false => Ok(None),
+    let mut at = known_sha.clone().unwrap_or_else(|| opts.revision.clone());
+    let (mut config, mut index_file) = fetch_config_and_index(hub, &at, want_index).await?;
+    if known_sha.is_none() {
+        match config.commit.clone() {
+            Some(commit) => {
+                // A push between the two requests: take the index of the config's commit.
+                if index_file
+                    .as_ref()
+                    .is_some_and(|i| i.commit != config.commit)
+                {
+                    index_file = fetch_optional(hub, &commit, truth_dir::INDEX).await?;
+                }
+                known_sha = Some(commit);
+            }
+            None => {
+                // A server that does not say the commit: ask the API, and fetch at it.
+                let (sha, _) = resolve_revision(hub, &opts.revision).await?;
+                at = sha.clone();
+                (config, index_file) = fetch_config_and_index(hub, &at, want_index).await?;
+                known_sha = Some(sha);
+            }
         }
-    },);
-    let (config, index_file) = (config?, index_file?);
+    }
+    let sha = known_sha.unwrap_or(at);
+
     let config_json: serde_json::Value =
         serde_json::from_slice(&config.body).map_err(|e| FetchError::Invalid {
             repo: opts.model_id.clone(),
@@ -207,7 +234,20 @@ async fn fetch_online(
     }
     let mut shard_headers = Vec::new();
     while let Some(joined) = tasks.join_next().await {
-        let header = joined.map_err(|e| join_error(&opts.model_id, e))??;
+        let header = joined
+            .map_err(|e| join_error(&opts.model_id, e))?
+            .map_err(|e| match e {
+                // Without a file list, a missing index and a missing model.safetensors are
+                // found by asking for them.
+                FetchError::FileNotFound { file, .. }
+                    if index.is_none() && file == truth_dir::SINGLE_FILE =>
+                {
+                    FetchError::NoSafetensors {
+                        repo: opts.model_id.clone(),
+                    }
+                }
+                e => e,
+            })?;
         bar.inc(1);
         shard_headers.push(header);
     }
@@ -397,9 +437,26 @@ struct Fetched {
     body: Vec<u8>,
     etag: Option<String>,
     size: Option<u64>,
+    /// The commit the revision resolved to, when the Hub said (`X-Repo-Commit`).
+    commit: Option<String>,
 }
 
 /// A whole small file (config, index, remote code).
+/// config.json and (when `want_index`) the index, in one round trip.
+async fn fetch_config_and_index(
+    hub: &Hub,
+    at: &str,
+    want_index: bool,
+) -> Result<(Fetched, Option<Fetched>), FetchError> {
+    let (config, index) = tokio::join!(fetch_file(hub, at, truth_dir::CONFIG), async {
+        match want_index {
+            true => fetch_optional(hub, at, truth_dir::INDEX).await,
+            false => Ok(None),
+        }
+    });
+    Ok((config?, index?))
+}
+
 async fn fetch_file(hub: &Hub, sha: &str, path: &str) -> Result<Fetched, FetchError> {
     let url = hub.file_url(sha, path);
     let r = hub
@@ -417,6 +474,7 @@ async fn fetch_file(hub: &Hub, sha: &str, path: &str) -> Result<Fetched, FetchEr
         size: Some(r.body.len() as u64),
         body: r.body,
         etag: r.etag,
+        commit: r.commit.filter(|c| is_sha(c)),
     })
 }
 

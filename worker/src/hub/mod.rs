@@ -117,7 +117,8 @@ pub struct FetchReport {
 /// The fetch's wall time by phase, in milliseconds. Phases overlap only where noted.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
-    /// Revision → commit sha (one API request), or the cache lookup for a pinned sha.
+    /// Revision → commit sha (one API request, made only when a cached commit of the repo could
+    /// be hit; otherwise the sha comes with config.json and this is ~0), and the cache lookup.
     pub resolve_ms: f64,
     /// config.json and the index (fetched together) and planning the header requests.
     pub index_ms: f64,
