@@ -185,7 +185,7 @@ fn a_model_id_checked_against_another_models_truth_is_refused() {
         validate(&["deepseek-ai/DeepSeek-V3", "--truth", qwen.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
-        err.contains("error[M010]") && err.contains("`Qwen/Qwen3-8B`"),
+        err.contains("M010") && err.contains("`Qwen/Qwen3-8B`"),
         "{err}"
     );
     // Without truth.json, the architectures of the id's bundled snapshot decide.

@@ -40,14 +40,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.truth
         && let Some(why) = subject::identity_mismatch(&args.spec, &s.truth)?
     {
-        eprintln!(
-            "error[M010]: `{}` is not the model in {}: {why}\n  = help: pass the truth directory fetched for `{}` (`harch-worker fetch {} --out DIR`)",
+        return Err(crate::cli::usage(anyhow::anyhow!(
+            "M010: `{}` is not the model in {}: {why}; pass the truth directory fetched for it (`harch-worker fetch {} --out DIR`)",
             args.spec,
             dir.display(),
-            args.spec,
             args.spec
-        );
-        return Ok(ExitCode::from(2));
+        )));
     }
     let (mut report, _) =
         harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
