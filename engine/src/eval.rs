@@ -219,6 +219,15 @@ impl Args for NodeArgs<'_> {
             }),
         }
     }
+    fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
+        let Some(axes) = &self.node.shape else {
+            return Ok(None);
+        };
+        axes.iter()
+            .map(|e| expr::eval_int(e, &self.env).map_err(|err| self.eval_err("shape", err)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
     fn text(&self, name: &str) -> Result<Option<String>, OpError> {
         let Some(arg) = self.node.args.get(name) else {
             return Ok(None);
@@ -303,8 +312,9 @@ impl<'a> Walker<'a> {
             self.ir.dims.iter().map(|d| (d.name.as_str(), d)).collect();
         let mut done: HashMap<String, Q> = HashMap::new();
         let mut visiting = BTreeSet::new();
+        let mut failed = BTreeSet::new();
         for d in &self.ir.dims {
-            self.bind_dim(&d.name, &defs, &mut done, &mut visiting);
+            self.bind_dim(&d.name, &defs, &mut done, &mut visiting, &mut failed);
         }
         for d in &self.ir.dims {
             if let Some(q) = done.get(&d.name) {
@@ -329,31 +339,62 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Bind one dim and, first, the dims it reads. A dim that failed (an inexact division, a
+    /// missing config key) is reported once, where it failed: the dims that read it are left
+    /// unbound without a second error, and never mistaken for a cycle.
     fn bind_dim(
         &mut self,
         name: &str,
         defs: &HashMap<&str, &DimBinding>,
         done: &mut HashMap<String, Q>,
         visiting: &mut BTreeSet<String>,
+        failed: &mut BTreeSet<String>,
     ) -> Option<Q> {
         if let Some(q) = done.get(name) {
             return Some(q.clone());
         }
+        if failed.contains(name) {
+            return None;
+        }
         let def = *defs.get(name)?;
-        if !visiting.insert(name.to_string()) {
+        if visiting.contains(name) {
             self.error(
                 code::EVAL,
                 format!("dim `{name}` depends on itself"),
                 &def.loc,
                 Some("dims must not form a cycle".into()),
             );
+            failed.insert(name.to_string());
             return None;
         }
+        visiting.insert(name.to_string());
+        let q = self.bind_dim_value(name, def, defs, done, visiting, failed);
+        visiting.remove(name);
+        match &q {
+            Some(q) => {
+                done.insert(name.to_string(), q.clone());
+            }
+            None => {
+                failed.insert(name.to_string());
+            }
+        }
+        q
+    }
+
+    fn bind_dim_value(
+        &mut self,
+        name: &str,
+        def: &DimBinding,
+        defs: &HashMap<&str, &DimBinding>,
+        done: &mut HashMap<String, Q>,
+        visiting: &mut BTreeSet<String>,
+        failed: &mut BTreeSet<String>,
+    ) -> Option<Q> {
         let mut names = Vec::new();
         def.expr.names(&mut names);
         for n in names {
             if !done.contains_key(&*n) && defs.contains_key(&*n) {
-                self.bind_dim(&n, defs, done, visiting)?;
+                self.bind_dim(&n, defs, done, visiting, failed)?;
             }
         }
         // Dims show as their own names in formulas; their binding is one `explain` away.
@@ -369,10 +410,7 @@ impl<'a> Walker<'a> {
             );
             return None;
         }
-        let q = Q::atom(name, v.v, self.symbolic);
-        done.insert(name.to_string(), q.clone());
-        visiting.remove(name);
-        Some(q)
+        Some(Q::atom(name, v.v, self.symbolic))
     }
 
     fn top_level(&mut self) {
@@ -1075,9 +1113,11 @@ impl<'a> Walker<'a> {
             return None;
         }
         let window = window.or(window_in);
+        // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
                 .iter()
+                .filter(|l| l.kind != ops::LeafKind::Buffer)
                 .map(|l| Q::product(&l.shape))
                 .collect::<Vec<_>>(),
         );
@@ -1115,7 +1155,7 @@ impl<'a> Walker<'a> {
                     .leaves
                     .get(leaf.role)
                     .cloned()
-                    .unwrap_or_else(|| leaf.role.to_string());
+                    .unwrap_or_else(|| leaf.name.to_string());
                 let name = join_path(&path, &leaf_name);
                 self.weight(row, leaf, name, scope, &loc);
             }

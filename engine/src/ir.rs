@@ -74,6 +74,10 @@ pub struct NodeIr {
     pub instances: Option<InstancesIr>,
     pub stream_out: IndexMap<String, String>,
     pub reads: Vec<String>,
+    /// Explicit shape of a `parameter` or `buffer` node.
+    pub shape: Option<Vec<Expr>>,
+    /// Source anchor of a `buffer` node.
+    pub src: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -278,6 +278,9 @@ struct Loader<'r> {
 
 const LOOP_VARS: &[&str] = &["i"];
 
+/// Ops whose node states its shape (`shape:`) instead of deriving it from args.
+const EXPLICIT_SHAPE: &[&str] = &["parameter", "buffer"];
+
 impl Loader<'_> {
     fn err(&mut self, e: SpecError) {
         self.errors.push(e);
@@ -701,7 +704,7 @@ impl Loader<'_> {
                         NodeKind::Op(spec)
                     }
                     None => {
-                        let names: Vec<&str> = ops::OPS.iter().map(|o| o.name).collect();
+                        let names: Vec<&str> = ops::all().map(|o| o.name).collect();
                         let hint = match closest(op, names.iter().copied()) {
                             Some(c) => {
                                 format!("did you mean `{c}`? `harch-worker ops` lists every op")
@@ -813,6 +816,47 @@ impl Loader<'_> {
                     index: i.index.clone(),
                 })
             });
+            let explicit =
+                matches!(&kind, NodeKind::Op(spec) if EXPLICIT_SHAPE.contains(&spec.name));
+            let shape = match (&n.shape, explicit) {
+                (Some(axes), true) => {
+                    let mut out = Vec::new();
+                    for (k, a) in axes.iter().enumerate() {
+                        let what = format!("shape axis {}", k + 1);
+                        if let Some(e) = self.parse_expr(&a.as_expr_text(), &loc, &what) {
+                            self.check_names(&e, allowed, &loc, &what);
+                            out.push(e);
+                        }
+                    }
+                    Some(out)
+                }
+                (None, true) => {
+                    self.err(
+                        SpecError::new(code::BAD_ARG, format!("node `{id}` needs `shape:`"), loc.clone())
+                            .hint("a parameter or buffer states its shape as a list of expressions, e.g. `shape: [1, 1, n_heads, 1]`"),
+                    );
+                    None
+                }
+                (Some(_), false) => {
+                    self.err(
+                        SpecError::new(code::BAD_ARG, format!("node `{id}` has `shape:`, which only `parameter` and `buffer` nodes take"), loc.clone())
+                            .hint("other ops derive their weight shapes from their args"),
+                    );
+                    None
+                }
+                (None, false) => None,
+            };
+            let is_buffer = matches!(&kind, NodeKind::Op(spec) if spec.name == "buffer");
+            if n.src.is_some() && !is_buffer {
+                self.err(
+                    SpecError::new(
+                        code::BAD_ARG,
+                        format!("node `{id}` has `src:`, which only `buffer` nodes take"),
+                        loc.clone(),
+                    )
+                    .hint("streams and caches carry their own `src:`"),
+                );
+            }
             nodes.push(NodeIr {
                 id: id.clone(),
                 loc,
@@ -826,6 +870,8 @@ impl Loader<'_> {
                 instances,
                 stream_out: n.stream_out.clone(),
                 reads: n.reads.clone(),
+                shape,
+                src: n.src.clone(),
             });
         }
         let ordered = self.order(nodes, inputs, file, &failed);

@@ -88,6 +88,11 @@ pub struct NodeDef {
     #[serde(default)]
     pub reads: Vec<String>,
     pub summary: Option<String>,
+    /// Explicit shape of a `parameter` or `buffer` node: expressions over the component's dims.
+    pub shape: Option<Vec<Scalar>>,
+    /// Source anchor of a `buffer` node: a quote (in backticks) of where the forward source
+    /// registers it (`register_buffer("inv_freq"`).
+    pub src: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

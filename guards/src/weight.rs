@@ -420,7 +420,7 @@ pub fn check(
                     code::ELEMENTS
                 };
                 let detail = format!(
-                    "expected {} ({want_n} elements) got {} ({got_n} elements)",
+                    "spec {} ({want_n} elements), checkpoint {} ({got_n} elements)",
                     shape_str(&want),
                     shape_str(&got),
                 );
@@ -432,7 +432,7 @@ pub fn check(
                     code::LAYOUT
                 };
                 let detail = format!(
-                    "expected {} got {} (same element count: transposed or split differently?)",
+                    "spec {}, checkpoint {} (same element count: transposed or split differently?)",
                     shape_str(&want),
                     shape_str(&got)
                 );
