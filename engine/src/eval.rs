@@ -69,6 +69,26 @@ struct Scope<'a> {
     block: Option<&'a BlockIr>,
     phase: Phase,
     emit_storage: bool,
+    /// Path segments renamed in checkpoint names below a fill's `rename:`.
+    rename: Rc<Vec<(String, String)>>,
+}
+
+impl Scope<'_> {
+    /// A node's own path (or leaf name) with this scope's renames applied segment by segment.
+    fn renamed(&self, path: &str) -> String {
+        if self.rename.is_empty() {
+            return path.to_string();
+        }
+        path.split('.')
+            .map(|seg| {
+                self.rename
+                    .iter()
+                    .find(|(from, _)| from == seg)
+                    .map_or(seg, |(_, to)| to.as_str())
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
 }
 
 struct Walker<'a> {
@@ -461,6 +481,7 @@ impl<'a> Walker<'a> {
                 block: None,
                 phase: Phase::Both,
                 emit_storage: true,
+                rename: Rc::new(vec![]),
             };
             let out = match &node.kind {
                 NodeKind::Stack(st) => self.stack(node, st, &scope, &inputs),
@@ -636,6 +657,7 @@ impl<'a> Walker<'a> {
                 block: Some(block),
                 phase: scope.phase,
                 emit_storage: scope.emit_storage,
+                rename: scope.rename.clone(),
             };
             let mut ins = vec![carried.clone()];
             ins.extend(inputs[1..].iter().cloned());
@@ -932,6 +954,11 @@ impl<'a> Walker<'a> {
                 if let Some(p) = &fill.path {
                     sc.path = join_path(&scope.path, p);
                 }
+                if !fill.rename.is_empty() {
+                    let mut r = (*scope.rename).clone();
+                    r.extend(fill.rename.iter().cloned());
+                    sc.rename = Rc::new(r);
+                }
                 if let Some(b) = ir.blocks.get(&fill.name) {
                     let sc = Scope {
                         block: Some(b),
@@ -966,7 +993,10 @@ impl<'a> Walker<'a> {
         loc: Location,
     ) -> Option<(Scope<'a>, Location)> {
         let mut sc = Scope {
-            path: join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id)),
+            path: join_path(
+                &scope.path,
+                &scope.renamed(node.path.as_deref().unwrap_or(&node.id)),
+            ),
             id: id.to_string(),
             ..scope.clone()
         };
@@ -1149,14 +1179,17 @@ impl<'a> Walker<'a> {
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
         if scope.emit_storage {
-            let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id));
+            let path = join_path(
+                &scope.path,
+                &scope.renamed(node.path.as_deref().unwrap_or(&node.id)),
+            );
             for leaf in &out.leaves {
                 let leaf_name = node
                     .leaves
                     .get(leaf.role)
                     .cloned()
                     .unwrap_or_else(|| leaf.name.to_string());
-                let name = join_path(&path, &leaf_name);
+                let name = join_path(&path, &scope.renamed(&leaf_name));
                 self.weight(row, leaf, name, scope, &loc);
             }
         }

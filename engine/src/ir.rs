@@ -147,6 +147,8 @@ pub struct FillIr {
     pub name: String,
     pub bind: Vec<(String, Expr)>,
     pub path: Option<String>,
+    /// Path segments renamed in the filled component's checkpoint names.
+    pub rename: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]

@@ -26,15 +26,37 @@ pub(super) static OPS: &[OpSpec] = &[
         "8*heads"
     ),
     op!(
+        "decay_gate",
+        Preserve,
+        None,
+        ["heads"],
+        "Log-decay g = -exp(A_log) * softplus(a + dt_bias), per head ([heads]) or per key channel ([heads, dk], KDA). Inputs [a, A_log, dt_bias?]: A_log and dt_bias are `parameter` nodes; A_log holds one rate per head (any shape with `heads` elements, e.g. [1, 1, heads, 1]), dt_bias one bias per element of a.",
+        "[heads] or [heads, dk] -> same",
+        "none (its rates are parameter nodes)",
+        "0",
+        "8*numel"
+    ),
+    op!(
         "gated_delta_rule",
         Explicit,
         Some(5),
         [],
-        "Recurrent update of linear attention (Gated DeltaNet). Inputs [q, k, v, g, beta] with q,k [hk, dk], v [hv, dv], g and beta [hv]; keeps state [hv, dk, dv] per sequence.",
+        "Recurrent update of linear attention with a delta rule (Gated DeltaNet, Kimi Delta Attention). Inputs [q, k, v, g, beta] with q,k [hk, dk], v [hv, dv], beta [hv], and the decay g per head [hv] or per key channel [hv, dk]; keeps state [hv, dk, dv] per sequence.",
         "-> [hv, dv]; state [hv, dk, dv]",
         "none",
         "0",
         "8*hv*dk*dv"
+    ),
+    op!(
+        "linear_attention",
+        Explicit,
+        None,
+        ["fixed_decay?"],
+        "Recurrent linear attention without a delta rule: S = decay * S + k^T v, out = q S (Mamba-2/SSD with q=C, k=B, v=x; GLA; RetNet). Inputs [q, k, v, decay?] with q,k [hk, dk], v [hv, dv] (hv a multiple of hk), decay per head [hv] (Mamba-2) or per key channel [hv, dk] (GLA); fixed_decay: a constant per-head decay and no decay input (RetNet). Keeps state [hv, dk, dv] per sequence.",
+        "-> [hv, dv]; state [hv, dk, dv]",
+        "none",
+        "0",
+        "4*hv*dk*dv (+hv*dk*dv with a decay)"
     ),
 ];
 
@@ -64,6 +86,7 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                 .leaf("A_log", LeafKind::Vector, vec![h.clone()])
                 .leaf("dt_bias", LeafKind::Vector, vec![h]))
         }
+        "decay_gate" => decay_gate(inputs, a),
         "gated_delta_rule" => {
             if inputs.len() != 5 {
                 return err(
@@ -74,46 +97,16 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                     ),
                 );
             }
-            let dims = |s: &Shape, what: &str| -> Result<Vec<Q>, OpError> {
-                s.iter()
-                    .map(|a| {
-                        a.dim().cloned().ok_or_else(|| OpError {
-                            code: code::SHAPE_AXIS,
-                            message: format!("gated_delta_rule: {what} has a context axis"),
-                            hint: None,
-                        })
-                    })
-                    .collect()
-            };
-            let (q, k, v, g, b) = (
-                dims(&inputs[0], "q")?,
-                dims(&inputs[1], "k")?,
-                dims(&inputs[2], "v")?,
-                dims(&inputs[3], "g")?,
-                dims(&inputs[4], "beta")?,
-            );
-            if q.len() != 2 || k.len() != 2 || v.len() != 2 || g.len() != 1 || b.len() != 1 {
-                return err(
-                    code::SHAPE_RANK,
-                    "gated_delta_rule: q, k, v must be [heads, dim]; g and beta [heads]".into(),
-                );
-            }
-            if q[0].v != k[0].v || q[1].v != k[1].v {
+            let (hv, dk, dv) = qkv(op, inputs)?;
+            decay_shape(op, "g", &inputs[3], &hv, &dk)?;
+            let b = dims(op, &inputs[4], "beta")?;
+            if b.len() != 1 || b[0].v != hv.v {
                 return err(
                     code::SHAPE_HEADS,
                     format!(
-                        "gated_delta_rule: q [{}, {}] and k [{}, {}] differ",
-                        q[0].v, q[1].v, k[0].v, k[1].v
-                    ),
-                );
-            }
-            let (hv, dk, dv) = (v[0].clone(), k[1].clone(), v[1].clone());
-            if hv.v % k[0].v != 0 || g[0].v != hv.v || b[0].v != hv.v {
-                return err(
-                    code::SHAPE_HEADS,
-                    format!(
-                        "gated_delta_rule: {} value heads must be a multiple of {} key heads and match g ({}) and beta ({})",
-                        hv.v, k[0].v, g[0].v, b[0].v
+                        "gated_delta_rule: beta is {} but must be one value per head [{}]",
+                        show_shape(&inputs[4]),
+                        hv.v
                     ),
                 );
             }
@@ -122,6 +115,156 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             out.state = Some(vec![hv, dk, dv]);
             Ok(out)
         }
+        "linear_attention" => {
+            let fixed = a.flag("fixed_decay")?;
+            let want = if fixed { 3 } else { 4 };
+            if inputs.len() != want && !(inputs.len() == 3 && !fixed) {
+                return err(
+                    code::SHAPE_ARITY,
+                    format!(
+                        "linear_attention takes [q, k, v] or [q, k, v, decay] ([q, k, v] with fixed_decay), got {} inputs",
+                        inputs.len()
+                    ),
+                );
+            }
+            let (hv, dk, dv) = qkv(op, inputs)?;
+            let decays = fixed || inputs.len() == 4;
+            if let Some(d) = inputs.get(3) {
+                decay_shape(op, "decay", d, &hv, &dk)?;
+            }
+            let per = &(&hv * &dk) * &dv;
+            let k = if decays { 5 } else { 4 };
+            let mut out = OpOut::shape(vec![Axis::Dim(hv.clone()), Axis::Dim(dv.clone())])
+                .flops(&lit(k) * &per);
+            out.state = Some(vec![hv, dk, dv]);
+            Ok(out)
+        }
         other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
     }
+}
+
+/// The axes of an input, none of which may be the context axis.
+fn dims(op: &str, s: &Shape, what: &str) -> Result<Vec<Q>, OpError> {
+    s.iter()
+        .map(|a| {
+            a.dim().cloned().ok_or_else(|| OpError {
+                code: code::SHAPE_AXIS,
+                message: format!("{op}: {what} has a context axis"),
+                hint: None,
+            })
+        })
+        .collect()
+}
+
+/// q, k [hk, dk] and v [hv, dv] of a recurrent op, hv a multiple of hk: (hv, dk, dv).
+fn qkv(op: &str, inputs: &[Shape]) -> Result<(Q, Q, Q), OpError> {
+    let (q, k, v) = (
+        dims(op, &inputs[0], "q")?,
+        dims(op, &inputs[1], "k")?,
+        dims(op, &inputs[2], "v")?,
+    );
+    if q.len() != 2 || k.len() != 2 || v.len() != 2 {
+        return Err(OpError {
+            code: code::SHAPE_RANK,
+            message: format!("{op}: q, k, v must be [heads, dim]"),
+            hint: Some("split heads first (head_split)".into()),
+        });
+    }
+    if q[0].v != k[0].v || q[1].v != k[1].v {
+        return err(
+            code::SHAPE_HEADS,
+            format!(
+                "{op}: q [{}, {}] and k [{}, {}] differ",
+                q[0].v, q[1].v, k[0].v, k[1].v
+            ),
+        );
+    }
+    if k[0].v <= 0 || v[0].v % k[0].v != 0 {
+        return err(
+            code::SHAPE_HEADS,
+            format!(
+                "{op}: {} value heads are not a multiple of {} key heads",
+                v[0].v, k[0].v
+            ),
+        );
+    }
+    Ok((v[0].clone(), k[1].clone(), v[1].clone()))
+}
+
+/// A decay is one value per head [hv] or one per key channel [hv, dk].
+fn decay_shape(op: &str, what: &str, s: &Shape, hv: &Q, dk: &Q) -> Result<(), OpError> {
+    let d = dims(op, s, what)?;
+    let ok = match d.as_slice() {
+        [h] => h.v == hv.v,
+        [h, c] => h.v == hv.v && c.v == dk.v,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(OpError {
+        code: code::SHAPE_HEADS,
+        message: format!(
+            "{op}: {what} is {} but a decay is per head [{}] or per key channel [{}, {}]",
+            show_shape(s),
+            hv.v,
+            hv.v,
+            dk.v
+        ),
+        hint: Some("a per-channel decay (KDA, GLA) is split into heads like k (head_split)".into()),
+    })
+}
+
+/// `-exp(A_log) * softplus(a + dt_bias)`: A_log one rate per head, dt_bias one bias per element.
+fn decay_gate(inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
+    if !(2..=3).contains(&inputs.len()) {
+        return err(
+            code::SHAPE_ARITY,
+            format!(
+                "decay_gate takes [a, A_log] or [a, A_log, dt_bias], got {} inputs",
+                inputs.len()
+            ),
+        );
+    }
+    let h = a.int("heads")?;
+    let x = &inputs[0];
+    let heads = x.first().and_then(Axis::dim).map(|q| q.v);
+    if x.is_empty() || x.len() > 2 || heads != Some(h.v) {
+        return err(
+            code::SHAPE_AXIS,
+            format!(
+                "decay_gate: input is {} but must be [{}] (per head) or [{}, dk] (per key channel)",
+                show_shape(x),
+                h.v,
+                h.v
+            ),
+        );
+    }
+    let (n, _) = numel(x);
+    let check = |k: usize, what: &str, want: &Q| -> Result<(), OpError> {
+        let (got, ctx) = numel(&inputs[k]);
+        if ctx || got.v != want.v {
+            return Err(OpError {
+                code: code::SHAPE_AXIS,
+                message: format!(
+                    "decay_gate: {what} is {} ({} elements) but must hold {} (one per {})",
+                    show_shape(&inputs[k]),
+                    got.v,
+                    want.v,
+                    if k == 1 {
+                        "head"
+                    } else {
+                        "element of the gated input"
+                    }
+                ),
+                hint: Some("check the parameter node's `shape:` against the checkpoint".into()),
+            });
+        }
+        Ok(())
+    };
+    check(1, "A_log", &h)?;
+    if inputs.len() == 3 {
+        check(2, "dt_bias", &n)?;
+    }
+    Ok(elementwise(OpOut::shape(x.clone()), x, 8))
 }

@@ -223,7 +223,7 @@ pub fn history(op: &str) -> History {
     match op {
         "attention_score" | "attention_apply" => History::Input(1),
         "conv1d" => History::KernelSteps(0),
-        "gated_delta_rule" => History::State,
+        "gated_delta_rule" | "linear_attention" => History::State,
         _ => History::None,
     }
 }

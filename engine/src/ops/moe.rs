@@ -7,12 +7,23 @@ pub(super) static OPS: &[OpSpec] = &[
         "router",
         Explicit,
         Some(1),
-        ["in", "experts", "top_k", "bias?", "score_bias?"],
-        "Expert router: logits = x W^T, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts].",
+        [
+            "in",
+            "experts",
+            "top_k",
+            "bias?",
+            "score_bias?",
+            "scoring?",
+            "n_group?",
+            "topk_group?",
+            "norm_topk_prob?",
+            "routed_scaling_factor?"
+        ],
+        "Expert router: logits = x W^T, scored, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts]; scoring: softmax (default), sigmoid, or softmax_topk (softmax over the k kept logits); n_group/topk_group: grouped top-k (experts in n_group groups, the best topk_group groups kept); norm_topk_prob: renormalize the k weights; routed_scaling_factor: a factor on them (default 1). Each is checked against config (R006-R009).",
         "[in] -> [top_k]",
         "weight [experts, in] (matrix); bias [experts]; e_score_correction_bias [experts]",
         "experts*in (+experts)",
-        "2*in*experts"
+        "2*in*experts + scoring (softmax 5*experts, sigmoid 4*experts, softmax_topk 5*top_k) + experts with score_bias + experts with n_group > 1 (group scores) + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
     ),
     op!(
         "moe_combine",
@@ -40,9 +51,12 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                     format!("router: top_k {} must be in 1..={}", k.v, e.v),
                 );
             }
-            let mut out = OpOut::shape(vec![Axis::Dim(k)])
-                .flops(&(&lit(2) * &i) * &e)
-                .leaf("weight", LeafKind::Matrix, vec![e.clone(), i]);
+            let flops = &(&(&lit(2) * &i) * &e) + &router_selection_flops(a, &e, &k)?;
+            let mut out = OpOut::shape(vec![Axis::Dim(k)]).flops(flops).leaf(
+                "weight",
+                LeafKind::Matrix,
+                vec![e.clone(), i],
+            );
             if a.flag("bias")? {
                 out = out.leaf("bias", LeafKind::Vector, vec![e.clone()]);
             }
@@ -77,4 +91,66 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
         }
         other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
     }
+}
+
+/// What a router computes after its logits, by its stated attributes: the scoring function over
+/// every expert, the selection bias and group scores, and the renormalization and scaling of the
+/// k kept weights. Top-k comparisons are not counted as FLOPs.
+fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
+    let scoring = a.text("scoring")?.unwrap_or_else(|| "softmax".into());
+    let mut f = match scoring.as_str() {
+        "softmax" => &lit(5) * e,
+        "sigmoid" => &lit(4) * e,
+        // Top-k on the logits first, then a softmax over the k kept (gpt-oss).
+        "softmax_topk" => &lit(5) * k,
+        other => {
+            return Err(OpError {
+                code: code::SHAPE_AXIS,
+                message: format!(
+                    "router: scoring `{other}` is not softmax, sigmoid or softmax_topk"
+                ),
+                hint: Some(
+                    "bind it from config through an attr, e.g. `router_scoring: \"config.scoring_func ?? 'softmax'\"`"
+                        .into(),
+                ),
+            });
+        }
+    };
+    if a.flag("score_bias")? {
+        f = &f + e;
+    }
+    let groups = a.opt_int("n_group")?.map(|q| q.v).unwrap_or(1);
+    let kept = a.opt_int("topk_group")?.map(|q| q.v).unwrap_or(groups);
+    if groups < 1 || e.v % groups != 0 || kept < 1 || kept > groups {
+        return err(
+            code::SHAPE_AXIS,
+            format!(
+                "router: {} experts cannot form {groups} groups with {kept} kept",
+                e.v
+            ),
+        );
+    }
+    if groups > 1 {
+        f = &f + e;
+    }
+    if a.flag("norm_topk_prob")? {
+        f = &f + &(&lit(2) * k);
+    }
+    let scale = a.text("routed_scaling_factor")?;
+    let scaled = match scale.as_deref() {
+        None => false,
+        Some(t) => match t.parse::<f64>() {
+            Ok(v) => v != 1.0,
+            Err(_) => {
+                return err(
+                    code::SHAPE_AXIS,
+                    format!("router: routed_scaling_factor `{t}` is not a number"),
+                );
+            }
+        },
+    };
+    if scaled {
+        f = &f + k;
+    }
+    Ok(f)
 }
