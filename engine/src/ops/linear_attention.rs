@@ -117,8 +117,13 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
         }
         "linear_attention" => {
             let fixed = a.flag("fixed_decay")?;
-            let want = if fixed { 3 } else { 4 };
-            if inputs.len() != want && !(inputs.len() == 3 && !fixed) {
+            // A fixed decay takes no decay input; otherwise the decay input is optional.
+            let ok = if fixed {
+                inputs.len() == 3
+            } else {
+                (3..=4).contains(&inputs.len())
+            };
+            if !ok {
                 return err(
                     code::SHAPE_ARITY,
                     format!(
