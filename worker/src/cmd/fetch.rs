@@ -17,7 +17,8 @@ pub struct Args {
     /// Truth directory to write [default: .harch/truth/<org>__<name>].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Print a JSON report (files, tensors, requests, bytes) instead of text; no progress bar.
+    /// Print a JSON report (files, tensors, requests, bytes, retries, warnings, time by phase)
+    /// instead of text; no progress bar.
     #[arg(long)]
     pub json: bool,
     /// Serve from the bundled snapshot (also when HF_HUB_OFFLINE=1).
@@ -29,6 +30,9 @@ pub struct Args {
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// Limit on the whole fetch in seconds, retries and waits included (0: none).
+    #[arg(long, default_value_t = 600)]
+    pub deadline: u64,
     /// Content-addressed cache directory [default: $HARCH_CACHE_DIR or ~/.cache/harch/hub].
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -47,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     opts.offline |= args.offline;
     opts.concurrency = args.concurrency.max(1);
     opts.timeout = Duration::from_secs(args.timeout.max(1));
+    opts.deadline = (args.deadline > 0).then(|| Duration::from_secs(args.deadline));
     opts.progress = !args.json;
     if args.no_cache {
         opts.cache_dir = None;
@@ -59,9 +64,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match runtime.block_on(hub::fetch_truth(&opts)) {
         Ok(report) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                crate::cli::out::print_json(&report)?;
             } else {
-                println!(
+                outln!(
                     "{} @ {}: {} tensors ({} bytes) in {} shard headers -> {}",
                     report.model_id,
                     report.revision.as_deref().unwrap_or("snapshot"),
@@ -70,34 +75,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     report.shards,
                     report.out.display()
                 );
-                println!(
-                    "{} requests, {} bytes transferred, {} retries, {} ms ({})",
+                outln!(
+                    "{} requests, {} bytes transferred, {} retries ({} rate-limited), {} ms ({})",
                     report.requests,
                     report.bytes_transferred,
                     report.retries,
+                    report.rate_limited,
                     report.elapsed_ms,
                     report.origin
                 );
-                if report.source_origin.is_none() {
-                    eprintln!(
-                        "warning: no forward source found; run scripts/fetch-transformers-src or set HARCH_TRANSFORMERS_SRC"
-                    );
+                let t = &report.timings;
+                outln!(
+                    "time: resolve {:.1} ms, index {:.1} ms, headers {:.1} ms, local work {:.1} ms",
+                    t.resolve_ms,
+                    t.index_ms,
+                    t.headers_ms,
+                    t.local_ms
+                );
+                for w in &report.warnings {
+                    eprintln!("warning: {w}");
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            if args.json {
-                let v = serde_json::json!({
-                    "error": e.to_string(),
-                    "transient": e.is_transient(),
-                });
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                eprintln!("error: {e}");
-            }
-            // 3: try again later; 1: needs a person.
-            Ok(ExitCode::from(if e.is_transient() { 3 } else { 1 }))
-        }
+        // 3: try again later; 2: the id itself is wrong; 1: needs a person.
+        Err(e) if e.is_transient() => Err(crate::cli::transient(e)),
+        Err(e @ hub::FetchError::BadModelId { .. }) => Err(crate::cli::usage(e)),
+        Err(e) => Err(crate::cli::failed(e)),
     }
 }

@@ -52,7 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &spec_path,
     ))?;
     if !args.size_only {
-        print!("{}", prompt.text);
+        out!("{}", prompt.text);
     }
     eprintln!("{}: {}", args.model, prompt.size);
     Ok(ExitCode::SUCCESS)

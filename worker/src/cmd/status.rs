@@ -26,17 +26,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(id) => {
             let rec = store.load(id)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rec)?);
+                crate::cli::out::print_json(&rec)?;
             } else {
-                print!("{}", detail(&rec));
+                out!("{}", detail(&rec));
             }
         }
         None => {
             let all = store.list()?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                crate::cli::out::print_json(&all)?;
             } else {
-                print!("{}", table(&all));
+                out!("{}", table(&all));
             }
         }
     }
@@ -113,6 +113,9 @@ fn detail(rec: &JobRecord) -> String {
             (serde_json::Value::Object(m), Some(_)) => {
                 let mut rest = m.clone();
                 rest.remove("attempts");
+                // A review's every claim is in its artifacts and `status --json`; the line
+                // keeps the verdict and its counts.
+                rest.remove("checked");
                 out += &format!("  {}", serde_json::Value::Object(rest));
             }
             (summary, _) => out += &format!("  {summary}"),

@@ -4,7 +4,8 @@
 //! - `jobs/<id>/job.json`: the record, replaced atomically (temp file + rename) under `jobs/<id>/.lock`
 //! - `jobs/<id>/job.log`: one line per event, for `logs`
 //! - `jobs/<id>/<stage>/`: a stage's artifacts, moved into place when the stage completes
-//! - `active/<model>@<revision>`: the pending or running job of that model revision (dedupe)
+//! - `active/<model>@<revision>#<kind>`: the pending or running job of that kind for that model
+//!   revision (dedupe: a `revalidate` request never returns a pending `generate` job)
 //!
 //! Locks are `flock`s, so a killed process never leaves one behind.
 
@@ -108,7 +109,7 @@ impl JobStore {
     }
 
     /// Creates a job for `request`, unless that model revision already has a pending or running
-    /// job: then returns that one. The bool says whether the job is new. A new job records
+    /// job of the same kind: then returns that one. The bool says whether the job is new. A new job records
     /// `queue_task` as the store task that will carry it.
     pub fn create_or_existing(
         &self,
@@ -116,7 +117,7 @@ impl JobStore {
         queue_task: &str,
     ) -> anyhow::Result<(JobRecord, bool)> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&request.model_id, &request.revision);
+        let key = self.active_key(&request);
         if let Ok(id) = fs::read_to_string(&key) {
             match self.load(id.trim()) {
                 Ok(rec) if !rec.state.is_final() => return Ok((rec, false)),
@@ -137,7 +138,7 @@ impl JobStore {
     /// job of the same revision is pending or running.
     pub fn claim_active(&self, rec: &JobRecord) -> anyhow::Result<()> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&rec.request.model_id, &rec.request.revision);
+        let key = self.active_key(&rec.request);
         if let Ok(other) = fs::read_to_string(&key) {
             let other = other.trim();
             if other != rec.id
@@ -158,17 +159,18 @@ impl JobStore {
     /// Forgets `rec` as its revision's active job (it reached a final state).
     pub fn release_active(&self, rec: &JobRecord) -> anyhow::Result<()> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&rec.request.model_id, &rec.request.revision);
+        let key = self.active_key(&rec.request);
         if fs::read_to_string(&key).is_ok_and(|id| id.trim() == rec.id) {
             fs::remove_file(&key).with_context(|| format!("cannot remove {}", key.display()))?;
         }
         Ok(())
     }
 
-    fn active_key(&self, model_id: &str, revision: &str) -> PathBuf {
+    fn active_key(&self, request: &JobRequest) -> PathBuf {
+        let key = revision_key(&request.model_id, &request.revision);
         self.root
             .join("active")
-            .join(revision_key(model_id, revision))
+            .join(format!("{key}#{}", request.kind.as_str()))
     }
 
     /// Jobs pending or running, without reading every record.
