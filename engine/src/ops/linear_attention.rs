@@ -273,3 +273,95 @@ fn decay_gate(inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
     }
     Ok(elementwise(OpOut::shape(x.clone()), x, 8))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Bound arguments for a test: integers and flags by name.
+    struct Bound(HashMap<&'static str, i128>);
+
+    impl Args for Bound {
+        fn int(&self, name: &str) -> Result<Q, OpError> {
+            self.opt_int(name)?
+                .ok_or_else(|| OpError { code: "A001", message: name.into(), hint: None })
+        }
+        fn opt_int(&self, name: &str) -> Result<Option<Q>, OpError> {
+            Ok(self.0.get(name).map(|v| lit(*v)))
+        }
+        fn flag(&self, name: &str) -> Result<bool, OpError> {
+            Ok(self.0.get(name).is_some_and(|v| *v != 0))
+        }
+        fn text(&self, _: &str) -> Result<Option<String>, OpError> {
+            Ok(None)
+        }
+        fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
+            Ok(None)
+        }
+    }
+
+    fn s(dims: &[i128]) -> Shape {
+        dims.iter().map(|d| Axis::Dim(lit(*d))).collect()
+    }
+
+    #[test]
+    fn mamba2_retnet_and_gla_layers_keep_state_per_head() {
+        let none = Bound(HashMap::new());
+        // Mamba-2 / SSD: C and B [groups=1, d_state=16], x [heads=8, head_dim=4], dt*A per head.
+        let m = apply(
+            "linear_attention",
+            &[s(&[1, 16]), s(&[1, 16]), s(&[8, 4]), s(&[8])],
+            &none,
+        )
+        .unwrap();
+        assert_eq!(m.state.as_ref().map(|st| Q::product(st).v), Some(8 * 16 * 4));
+        assert_eq!(m.flops_fixed.v, 5 * 8 * 16 * 4);
+        assert_eq!(m.shape, s(&[8, 4]));
+        // RetNet: a fixed per-head decay, no decay input.
+        let fixed = Bound(HashMap::from([("fixed_decay", 1)]));
+        let r = apply(
+            "linear_attention",
+            &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16])],
+            &fixed,
+        )
+        .unwrap();
+        assert_eq!(r.flops_fixed.v, 5 * 4 * 8 * 16);
+        let no_decay = apply(
+            "linear_attention",
+            &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16])],
+            &none,
+        )
+        .unwrap();
+        assert_eq!(no_decay.flops_fixed.v, 4 * 4 * 8 * 16);
+        // GLA: a decay per key channel; a decay of another shape is refused.
+        assert!(
+            apply(
+                "linear_attention",
+                &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16]), s(&[4, 8])],
+                &none
+            )
+            .is_ok()
+        );
+        let bad = apply(
+            "linear_attention",
+            &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16]), s(&[4, 16])],
+            &none,
+        )
+        .unwrap_err();
+        assert_eq!(bad.code, code::SHAPE_HEADS);
+        assert!(apply("linear_attention", &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16]), s(&[4])], &fixed).is_err());
+    }
+
+    #[test]
+    fn decay_gate_reads_one_rate_per_head_and_one_bias_per_element() {
+        let heads = Bound(HashMap::from([("heads", 4)]));
+        let g = apply("decay_gate", &[s(&[4, 8]), s(&[1, 1, 4, 1]), s(&[32])], &heads).unwrap();
+        assert_eq!((g.shape.clone(), g.flops_fixed.v), (s(&[4, 8]), 8 * 32));
+        assert!(g.leaves.is_empty(), "its rates are parameter nodes");
+        let per_channel_rate = apply("decay_gate", &[s(&[4, 8]), s(&[1, 1, 32, 1])], &heads);
+        assert_eq!(per_channel_rate.unwrap_err().code, code::SHAPE_AXIS);
+        let short_bias = apply("decay_gate", &[s(&[4, 8]), s(&[4]), s(&[4])], &heads);
+        assert_eq!(short_bias.unwrap_err().code, code::SHAPE_AXIS);
+    }
+}
