@@ -284,8 +284,11 @@ mod tests {
 
     impl Args for Bound {
         fn int(&self, name: &str) -> Result<Q, OpError> {
-            self.opt_int(name)?
-                .ok_or_else(|| OpError { code: "A001", message: name.into(), hint: None })
+            self.opt_int(name)?.ok_or_else(|| OpError {
+                code: "A001",
+                message: name.into(),
+                hint: None,
+            })
         }
         fn opt_int(&self, name: &str) -> Result<Option<Q>, OpError> {
             Ok(self.0.get(name).map(|v| lit(*v)))
@@ -315,7 +318,10 @@ mod tests {
             &none,
         )
         .unwrap();
-        assert_eq!(m.state.as_ref().map(|st| Q::product(st).v), Some(8 * 16 * 4));
+        assert_eq!(
+            m.state.as_ref().map(|st| Q::product(st).v),
+            Some(8 * 16 * 4)
+        );
         assert_eq!(m.flops_fixed.v, 5 * 8 * 16 * 4);
         assert_eq!(m.shape, s(&[8, 4]));
         // RetNet: a fixed per-head decay, no decay input.
@@ -350,13 +356,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad.code, code::SHAPE_HEADS);
-        assert!(apply("linear_attention", &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16]), s(&[4])], &fixed).is_err());
+        assert!(
+            apply(
+                "linear_attention",
+                &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16]), s(&[4])],
+                &fixed
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn decay_gate_reads_one_rate_per_head_and_one_bias_per_element() {
         let heads = Bound(HashMap::from([("heads", 4)]));
-        let g = apply("decay_gate", &[s(&[4, 8]), s(&[1, 1, 4, 1]), s(&[32])], &heads).unwrap();
+        let g = apply(
+            "decay_gate",
+            &[s(&[4, 8]), s(&[1, 1, 4, 1]), s(&[32])],
+            &heads,
+        )
+        .unwrap();
         assert_eq!((g.shape.clone(), g.flops_fixed.v), (s(&[4, 8]), 8 * 32));
         assert!(g.leaves.is_empty(), "its rates are parameter nodes");
         let per_channel_rate = apply("decay_gate", &[s(&[4, 8]), s(&[1, 1, 32, 1])], &heads);
