@@ -61,6 +61,9 @@ enum Command {
     /// Validate every model spec a change affects against the truth its provenance records
     /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
     ValidateChanged(cmd::validate_changed::Args),
+    /// Queue a guard-tier ablation (one generate job per model, tier and seed, decontaminated,
+    /// the tier's guards in the agent's validate); `ablate report DIR` collects its report.
+    Ablate(cmd::ablate::Args),
 }
 
 /// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Evidence(a) => cmd::evidence::run(a),
         Command::Promote(a) => cmd::promote::run(a),
         Command::ValidateChanged(a) => cmd::validate_changed::run(a),
+        Command::Ablate(a) => cmd::ablate::run(a),
     };
     match result {
         Ok(code) => code,

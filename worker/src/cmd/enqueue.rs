@@ -19,6 +19,9 @@ pub struct Args {
     /// Agent backend for generate and fix (default: agent.default in queue.toml).
     #[arg(long)]
     pub agent: Option<String>,
+    /// Model the agent backend runs (its `--model`; default: the backend's own).
+    #[arg(long = "agent-model", value_name = "MODEL")]
+    pub model: Option<String>,
     /// Guard tier for validation (default: agent.guards in queue.toml).
     #[arg(long)]
     pub guards: Option<String>,
@@ -64,6 +67,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             priority: args.priority,
             offline: args.offline,
             exclude_library_spec: args.fresh,
+            agent_model: args.model.clone(),
+            ablation: None,
         })
         .collect();
     let registry = StageRegistry::builtin();

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ulid::Ulid;
 
-use super::model_id::revision_key;
 use super::record::{JobRecord, JobRequest, now_ms};
 
 #[derive(Debug, Clone)]
@@ -116,7 +115,7 @@ impl JobStore {
         queue_task: &str,
     ) -> anyhow::Result<(JobRecord, bool)> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&request.model_id, &request.revision);
+        let key = self.active_key(&request);
         if let Ok(id) = fs::read_to_string(&key) {
             match self.load(id.trim()) {
                 Ok(rec) if !rec.state.is_final() => return Ok((rec, false)),
@@ -137,7 +136,7 @@ impl JobStore {
     /// job of the same revision is pending or running.
     pub fn claim_active(&self, rec: &JobRecord) -> anyhow::Result<()> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&rec.request.model_id, &rec.request.revision);
+        let key = self.active_key(&rec.request);
         if let Ok(other) = fs::read_to_string(&key) {
             let other = other.trim();
             if other != rec.id
@@ -158,17 +157,15 @@ impl JobStore {
     /// Forgets `rec` as its revision's active job (it reached a final state).
     pub fn release_active(&self, rec: &JobRecord) -> anyhow::Result<()> {
         let _guard = lock(&self.root.join("enqueue.lock"))?;
-        let key = self.active_key(&rec.request.model_id, &rec.request.revision);
+        let key = self.active_key(&rec.request);
         if fs::read_to_string(&key).is_ok_and(|id| id.trim() == rec.id) {
             fs::remove_file(&key).with_context(|| format!("cannot remove {}", key.display()))?;
         }
         Ok(())
     }
 
-    fn active_key(&self, model_id: &str, revision: &str) -> PathBuf {
-        self.root
-            .join("active")
-            .join(revision_key(model_id, revision))
+    fn active_key(&self, request: &JobRequest) -> PathBuf {
+        self.root.join("active").join(request.dedupe_key())
     }
 
     /// Jobs pending or running, without reading every record.
@@ -270,6 +267,8 @@ mod tests {
             priority: 0,
             offline: true,
             exclude_library_spec: false,
+            agent_model: None,
+            ablation: None,
         }
     }
 
