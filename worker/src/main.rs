@@ -2,8 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+#[macro_use]
+mod cli;
 mod cmd;
 
 #[derive(Parser)]
@@ -15,6 +17,13 @@ mod cmd;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// More log lines on stderr: -v info, -vv debug (default: warnings and errors; RUST_LOG
+    /// overrides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true)]
+    log_json: bool,
 }
 
 #[derive(Subcommand)]
@@ -61,39 +70,29 @@ enum Command {
     /// Validate every model spec a change affects against the truth its provenance records
     /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
     ValidateChanged(cmd::validate_changed::Args),
-    /// Queue a guard-tier ablation (one generate job per model, tier and seed, decontaminated,
-    /// the tier's guards in the agent's validate); `ablate report DIR` collects its report.
+    /// Queue a guard-tier ablation, one generate job per model, tier and seed (`ablate report
+    /// DIR` writes its report)
     Ablate(cmd::ablate::Args),
 }
 
-/// Commands that only print end quietly when their reader goes away (`show … | head`), as Unix
-/// tools do, rather than panicking in `println!`. Not the commands that run stages: they talk to
-/// agents over pipes, where a closed pipe must be an error to handle, not the worker's death.
-fn exit_quietly_when_stdout_closes(command: &Command) {
-    let prints_only = matches!(
-        command,
-        Command::Ops(_)
-            | Command::Show(_)
-            | Command::Validate(_)
-            | Command::Explain(_)
-            | Command::Analyze(_)
-            | Command::Status(_)
-            | Command::Logs(_)
-            | Command::Prompt(_)
-            | Command::Evidence(_)
-    );
-    if prints_only {
-        // SAFETY: called before any thread is started; restores the default disposition that
-        // the Rust runtime replaced with "ignore".
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    exit_quietly_when_stdout_closes(&cli.command);
+    // Known before parsing, so that a usage error of a `--json` command is JSON too.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli::out::set_json(
+        args.iter()
+            .skip(1)
+            .take_while(|a| *a != "--")
+            .any(|a| a == "--json"),
+    );
+    let matches = match cli::help::decorate(Cli::command()).try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return usage_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    harch_worker::queue::logging::init(cli.log_json, cli.verbose);
     let result = match cli.command {
         Command::Ops(a) => cmd::ops::run(a),
         Command::Show(a) => cmd::show::run(a),
@@ -116,11 +115,28 @@ fn main() -> ExitCode {
         Command::ValidateChanged(a) => cmd::validate_changed::run(a),
         Command::Ablate(a) => cmd::ablate::run(a),
     };
+    cli::out::flush();
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => cli::exit::report(&e),
     }
+}
+
+/// Help and version go to stdout (exit 0); usage errors exit 2, as JSON under `--json`.
+fn usage_error(e: clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if !cli::out::json() {
+        let _ = e.print();
+        return ExitCode::from(cli::exit::USAGE);
+    }
+    // clap's first line is `error: …`; the rest is the usage line and a pointer to --help.
+    let text = e.render().to_string();
+    let message = text.lines().next().unwrap_or_default();
+    cli::exit::report_message(
+        message.strip_prefix("error: ").unwrap_or(message),
+        cli::exit::USAGE,
+    )
 }

@@ -118,19 +118,16 @@ pub fn render_errors(errs: &[harch_engine::SpecError]) -> String {
         .join("\n")
 }
 
-/// Load the subject's spec and evaluate it once; spec errors are printed and become exit 1.
+/// Load the subject's spec and evaluate it once. The error is the spec's errors, rendered
+/// (the command line makes it exit 1: the spec, not the command, is wrong).
 pub fn evaluated(
     s: &Subject,
     opts: harch_engine::EvalOptions,
-) -> Result<(harch_engine::ModelIr, harch_engine::Analysis), std::process::ExitCode> {
-    let ir = specs::load(&s.target).map_err(|errs| {
-        eprintln!("{}", render_errors(&errs));
-        std::process::ExitCode::from(1)
-    })?;
+) -> anyhow::Result<(harch_engine::ModelIr, harch_engine::Analysis)> {
+    let ir = specs::load(&s.target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
     let a = harch_engine::evaluate(&ir, &s.truth.config, opts);
     if !a.errors.is_empty() {
-        eprintln!("{}", render_errors(&a.errors));
-        return Err(std::process::ExitCode::from(1));
+        anyhow::bail!("{}", render_errors(&a.errors));
     }
     Ok((ir, a))
 }

@@ -12,22 +12,11 @@ use harch_worker::pipeline::registry::StageRegistry;
 use harch_worker::queue::cli::{block_on, setup};
 use harch_worker::queue::config::{QueueFlags, Settings};
 use harch_worker::queue::ops::enqueue;
+use harch_worker::queue::preflight;
 use harch_worker::queue::store::JobStore;
 
 #[derive(clap::Args)]
-#[command(
-    args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true,
-    after_help = "Examples:
-  harch-worker ablate --models deepseek-ai/DeepSeek-V3,openai/gpt-oss-20b --tiers off,weight,all --seeds 3 --agent claude --out ablations/claude
-  harch-worker run                      # workers take the runs from the queue
-  harch-worker ablate report ablations/claude
-
-Exit codes:
-  0  runs queued (with --wait: every run finished and the report is written)
-  1  --wait timed out before every run finished (the report covers the finished ones)
-  2  usage or I/O error"
-)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
     #[command(subcommand)]
     pub report: Option<Sub>,
@@ -44,8 +33,9 @@ pub struct Args {
     /// Runs per (model, tier).
     #[arg(long, default_value_t = 3)]
     pub seeds: u32,
-    /// Agent backend: claude, codex, kimi, openai (default: agent.default in queue.toml).
-    #[arg(long)]
+    /// Agent backend (default: agent.default in queue.toml). Its credentials must be set
+    /// here unless --skip-credential-check.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(harch_agents::BACKENDS))]
     pub agent: Option<String>,
     /// Model the agent runs (its `--model`; default: the backend's own).
     #[arg(long)]
@@ -62,10 +52,14 @@ pub struct Args {
     /// Higher runs first.
     #[arg(long, default_value_t = 0)]
     pub priority: u32,
+    /// Queue even when the agent's credentials are not set here (workers elsewhere have them).
+    #[arg(long)]
+    pub skip_credential_check: bool,
     /// Wait for every run to finish (workers must be running), then write the report.
     #[arg(long)]
     pub wait: bool,
-    /// Give up waiting after this long (`90m`, `12h`).
+    /// Give up waiting after this long (`90m`, `12h`); exit 3 then, with the report of the
+    /// finished runs written.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     pub wait_timeout: Duration,
     #[command(flatten)]
@@ -102,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let settings = setup(&args.flags)?;
-    let config = config(&args, &settings)?;
+    let config = config(&args, &settings).map_err(crate::cli::usage)?;
     let out = args.out.clone().unwrap_or_else(|| {
         let model = config
             .agent_model
@@ -123,8 +117,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|&i| experiment::request(&plan, &plan.runs[i], args.priority))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if !args.skip_credential_check
+        && let Some(r) = requests.first()
+    {
+        preflight::check_credentials(&settings, r).map_err(crate::cli::usage)?;
+    }
     let registry = StageRegistry::builtin();
-    let queued = block_on(1, enqueue(&settings, &registry, requests))??;
+    let queued =
+        block_on(1, enqueue(&settings, &registry, requests))?.map_err(crate::cli::usage)?;
     for (&i, q) in todo.iter().zip(&queued) {
         plan.runs[i].job_id = Some(q.id.clone());
     }
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 p.in_flight
             );
             write_report(plan, &out, false, &p)?;
-            return Ok(ExitCode::from(1));
+            return Ok(ExitCode::from(crate::cli::exit::RETRY));
         }
         std::thread::sleep(Duration::from_secs(2));
     }
@@ -208,7 +208,7 @@ fn write_report(plan: Plan, out: &Path, sample: bool, p: &Progress) -> anyhow::R
     let runs = plan.records(out)?;
     let report = Report::build(plan, runs);
     report.write(out, sample)?;
-    print!("{}", report.markdown(sample));
+    crate::cli::out::write(format_args!("{}", report.markdown(sample)));
     eprintln!(
         "{} of {} runs finished ({} in flight, {} without a record); report in {}",
         p.finished,

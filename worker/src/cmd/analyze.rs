@@ -133,6 +133,8 @@ pub fn hardware_table() -> anyhow::Result<HardwareTable> {
 pub struct Args {
     /// A spec file, a library model spec name, or a Hugging Face model id.
     pub spec: String,
+    /// Truth directory (config.json, index, shard headers) to evaluate against [default: the
+    /// bundled snapshot of the spec's model].
     #[arg(long)]
     pub truth: Option<PathBuf>,
     #[command(flatten)]
@@ -149,6 +151,7 @@ pub struct Args {
     /// Print every op's row of the cost tables (with --json: include them).
     #[arg(long)]
     pub ops: bool,
+    /// Print the figures as JSON (with --ops: every op's row); errors are JSON too.
     #[arg(long)]
     pub json: bool,
 }
@@ -158,10 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let req = args.deployment.request(&table)?;
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
     // Formulas on: which dims each axis carries is read from them.
-    let (ir, a) = match subject::evaluated(&s, EvalOptions { symbolic: true }) {
-        Ok(v) => v,
-        Err(code) => return Ok(code),
-    };
+    let (ir, a) =
+        subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
     let model = Model::new(&ir, &a, &s.truth.config)?;
     if let Some(spec) = &args.sweep {
         return run_sweep(&model, &req, spec, &args);
@@ -176,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::cli::out::print_json(&v)?;
     } else {
         print_report(&report, &args.spec, args.ops);
     }
@@ -201,26 +202,29 @@ pub fn explain(
     let (plan, report) =
         analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
     let Some(e) = harch_analysis::explain::explain(&plan, &req, &report, name) else {
-        println!(
+        outln!(
             "{name}: {INSUFFICIENT_EVIDENCE}: missing {}",
             report.missing.join(", ")
         );
         return Ok(ExitCode::from(3));
     };
-    println!("{} = {}   [{}]", e.name, e.formula, e.label);
-    println!("  = {}", e.value);
+    outln!("{} = {}   [{}]", e.name, e.formula, e.label);
+    outln!("  = {}", e.value);
     if !e.terms.is_empty() {
-        println!("terms");
+        outln!("terms");
         for (k, v) in &e.terms {
-            println!("  {k}: {v}");
+            outln!("  {k}: {v}");
         }
         if let Some((n, v)) = &e.more {
-            println!("  … {n} more terms: {v}");
+            outln!("  … {n} more terms: {v}");
         }
     }
-    println!(
+    outln!(
         "({} on {} × {}, layout {})",
-        report.model, report.gpus, report.gpu, report.layout
+        report.model,
+        report.gpus,
+        report.gpu,
+        report.layout
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -230,7 +234,7 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
     let rows = sweep::run(model, req, &spec);
     let csv = sweep::csv(&spec, &rows);
     match &args.csv {
-        Some(p) if p.as_os_str() == "-" => print!("{csv}"),
+        Some(p) if p.as_os_str() == "-" => out!("{csv}"),
         Some(p) => harch_files::write_atomic(p, csv.as_bytes())
             .with_context(|| format!("writing {}", p.display()))?,
         None => {}
@@ -243,7 +247,7 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
     }
     if args.csv.as_ref().is_none_or(|p| p.as_os_str() != "-") {
         let keys: Vec<&str> = spec.axes.iter().map(|(k, _)| k.name()).collect();
-        println!(
+        outln!(
             "{:<20} {:>6} {:>10} {:>12} {:>12} {:>12} {:>14}",
             keys.join(" "),
             "gpus",
@@ -262,7 +266,7 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
                         p.push_str(" *");
                     }
                     let f = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "—".into());
-                    println!(
+                    outln!(
                         "{:<20} {:>6} {:>10} {:>12} {:>12} {:>12} {:>14}",
                         p,
                         rep.gpus,
@@ -278,14 +282,14 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
                             .unwrap_or_else(|| rep.missing.join("; ")),
                     );
                 }
-                Err(e) => println!("{p:<20} error: {e}"),
+                Err(e) => outln!("{p:<20} error: {e}"),
             }
         }
         if rows
             .iter()
             .any(|r| r.report.as_ref().is_ok_and(|r| r.extrapolated))
         {
-            println!(
+            outln!(
                 "* past the published context limit ({}): an extrapolation",
                 model.context_limit.map(digits).unwrap_or_default()
             );
@@ -308,33 +312,39 @@ fn gib(b: i128) -> String {
 }
 
 fn print_report(r: &Report, subject: &str, ops: bool) {
-    println!(
+    outln!(
         "{subject} (spec {}) on {} × {}, layout {}",
-        r.model, r.gpus, r.gpu, r.layout
+        r.model,
+        r.gpus,
+        r.gpu,
+        r.layout
     );
     let a = &r.assumptions;
-    println!(
+    outln!(
         "workload: context {} tokens; decode batch {} per attention replica ({} replicas); prefill batch {}",
-        a.decode_context, a.decode_batch, r.degrees.attn.dp, a.prefill_batch
+        a.decode_context,
+        a.decode_batch,
+        r.degrees.attn.dp,
+        a.prefill_batch
     );
     if r.extrapolated {
-        println!(
+        outln!(
             "note: context {} is past the published limit {}: an extrapolation",
             a.decode_context,
             r.context_limit.unwrap_or_default()
         );
     }
-    println!();
+    outln!();
     match &r.memory {
         Some(m) => {
-            println!("memory per GPU                                   [exact]");
-            println!("  HBM                      {:>14}", gib(m.memory_bytes));
-            println!(
+            outln!("memory per GPU                                   [exact]");
+            outln!("  HBM                      {:>14}", gib(m.memory_bytes));
+            outln!(
                 "  usable ({:>3.0}%)            {:>14}",
                 m.usable_fraction * 100.0,
                 gib(m.usable_bytes)
             );
-            println!(
+            outln!(
                 "  weights                  {:>14}   ({} B; MTP {})",
                 gib(m.weights_bytes_per_gpu),
                 digits(m.weights_bytes_per_gpu),
@@ -346,16 +356,16 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                     .iter()
                     .map(|w| gib(*w))
                     .collect();
-                println!("    by pipeline stage      {}", st.join(", "));
+                outln!("    by pipeline stage      {}", st.join(", "));
             }
-            println!("  KV budget                {:>14}", gib(m.kv_budget_bytes));
-            println!(
+            outln!("  KV budget                {:>14}", gib(m.kv_budget_bytes));
+            outln!(
                 "  KV per request           {:>14}   ({} on one GPU) at {} tokens",
                 gib(m.kv_bytes_per_request),
                 gib(m.kv_bytes_per_request_per_gpu),
                 m.context
             );
-            println!(
+            outln!(
                 "  max decode requests      {:>14}   per attention replica ({} in all), KV-bound{}",
                 digits(m.max_decode_requests),
                 digits(m.max_decode_requests_total),
@@ -365,23 +375,26 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                     " — the weights do not fit"
                 }
             );
-            println!(
+            outln!(
                 "  prefill batch cap        {:>14}   per replica at {} prompt tokens [estimate: {} of activations per token]",
                 digits(m.prefill_batch_cap),
                 m.prefill_tokens,
                 gib(m.prefill_activation_bytes_per_token)
             );
         }
-        None => println!("memory: {INSUFFICIENT_EVIDENCE} ({})", r.missing.join("; ")),
+        None => outln!("memory: {INSUFFICIENT_EVIDENCE} ({})", r.missing.join("; ")),
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<18} {:>12} {:>12}  {:<14} estimate: memory / comm / compute",
-        "time", "bound", "estimate", "bound by"
+        "time",
+        "bound",
+        "estimate",
+        "bound by"
     );
     for (name, res) in [("prefill (TTFT)", &r.prefill), ("decode (TPOT)", &r.decode)] {
         match &res.cost {
-            Some(c) => println!(
+            Some(c) => outln!(
                 "{:<18} {:>12} {:>12}  {:<14} {:.0}% / {:.0}% / {:.0}%",
                 name,
                 seconds(c.bound_s),
@@ -391,7 +404,7 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                 c.estimate_split.communication_s * 100.0,
                 c.estimate_split.compute_s * 100.0
             ),
-            None => println!(
+            None => outln!(
                 "{name:<18} {INSUFFICIENT_EVIDENCE}: missing {}",
                 res.missing.join(", ")
             ),
@@ -401,7 +414,7 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
         r.tokens_per_s_per_gpu_bound,
         r.tokens_per_s_per_gpu_estimate,
     ) {
-        println!(
+        outln!(
             "{:<18} {:>12} {:>12}  (decode; the bound is a ceiling)",
             "tokens/s per GPU",
             digits(b.round() as i128),
@@ -409,10 +422,10 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
         );
     }
     if !r.communication.is_empty() {
-        println!();
-        println!("communication per GPU per step (derived from the layout)");
+        outln!();
+        outln!("communication per GPU per step (derived from the layout)");
         for c in &r.communication {
-            println!(
+            outln!(
                 "  {:<8} {:<13} {:<15} {:>4} GPUs  {:<6} {:>14}  {:>10}  ({} edges)",
                 c.phase,
                 c.why,
@@ -425,21 +438,21 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
             );
         }
     }
-    println!();
-    println!("hardware ({}):", r.hardware.name);
+    outln!();
+    outln!("hardware ({}):", r.hardware.name);
     let fig = |n: &str, f: &Option<harch_analysis::hardware::Figure>| match f {
-        Some(f) => println!("  {n:<20} {} — {}", f.quoted, f.source),
-        None => println!("  {n:<20} not in the table"),
+        Some(f) => outln!("  {n:<20} {} — {}", f.quoted, f.source),
+        None => outln!("  {n:<20} not in the table"),
     };
     fig("memory", &r.hardware.memory);
     fig("HBM bandwidth", &r.hardware.hbm_bandwidth);
     for (p, f) in &r.hardware.peak_flops {
-        println!("  {:<20} {} — {}", format!("peak {p}"), f.quoted, f.source);
+        outln!("  {:<20} {} — {}", format!("peak {p}"), f.quoted, f.source);
     }
     fig("link", &r.hardware.link_bandwidth);
     fig("node size", &r.hardware.node_size);
     fig("inter-node", &r.hardware.internode_bandwidth);
-    println!(
+    outln!(
         "assumptions: {}% usable; activations {}; matmuls at {}; attention {}; routing {}; {}",
         a.usable_fraction * 100.0,
         a.activation_precision,
@@ -454,14 +467,17 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
     if ops {
         for (name, res) in [("prefill", &r.prefill), ("decode", &r.decode)] {
             let Some(c) = &res.cost else { continue };
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{name} ops: {:<58} {:>11} {:>11} {:>11}  bound by",
-                "", "compute", "memory", "comm"
+                "",
+                "compute",
+                "memory",
+                "comm"
             );
             for row in &c.rows {
                 let (res, _) = row.seconds();
-                println!(
+                outln!(
                     "  {:<72} {:>11} {:>11} {:>11}  {}",
                     if row.stage > 0 {
                         format!("{} [stage {}]", row.id, row.stage)

@@ -43,9 +43,15 @@ struct Figures {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let base = setup(&args.flags)?;
-    println!(
+    outln!(
         "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
-        "BACKEND", "JOBS", "ENQUEUE/S", "DRAIN/S", "DRAIN S", "OVERHEAD/JOB MS", "FAILED"
+        "BACKEND",
+        "JOBS",
+        "ENQUEUE/S",
+        "DRAIN/S",
+        "DRAIN S",
+        "OVERHEAD/JOB MS",
+        "FAILED"
     );
     let mut failed = 0;
     for backend in &args.backends {
@@ -75,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Slot-time a job held minus its stages' own work, per job.
         let slot_ms = f.drain_s * 1000.0 * args.concurrency as f64;
         let overhead = (slot_ms - f.stage_work_ms as f64) / f.jobs as f64;
-        println!(
+        outln!(
             "{:<7} {:>7} {:>11.0} {:>11.0} {:>10.2} {:>16.2} {:>7}",
             f.backend,
             f.jobs,

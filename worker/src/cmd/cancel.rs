@@ -13,9 +13,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let rec = cancel(&settings, &args.job)?;
     if rec.state == JobState::Cancelled {
-        println!("{} cancelled", rec.id);
+        outln!("{} cancelled", rec.id);
     } else {
-        println!(
+        outln!(
             "{} cancel requested (running on {})",
             rec.id,
             rec.worker.as_deref().unwrap_or("?")

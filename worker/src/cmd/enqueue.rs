@@ -6,6 +6,7 @@ use harch_worker::pipeline::registry::StageRegistry;
 use harch_worker::queue::cli::{block_on, setup};
 use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::ops::enqueue;
+use harch_worker::queue::preflight;
 use harch_worker::queue::record::{JobKind, JobRequest};
 
 #[derive(clap::Args)]
@@ -16,8 +17,9 @@ pub struct Args {
     /// Branch, tag or commit of the model repository.
     #[arg(long, default_value = "main")]
     pub revision: String,
-    /// Agent backend for generate and fix (default: agent.default in queue.toml).
-    #[arg(long)]
+    /// Agent backend for the agent stages (default: agent.default in queue.toml). Its
+    /// credentials must be set (see README); they are checked now and when the job starts.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(harch_agents::BACKENDS))]
     pub agent: Option<String>,
     /// Model the agent backend runs (its `--model`; default: the backend's own).
     #[arg(long = "agent-model", value_name = "MODEL")]
@@ -25,7 +27,9 @@ pub struct Args {
     /// Guard tier for validation (default: agent.guards in queue.toml).
     #[arg(long)]
     pub guards: Option<String>,
-    /// Stages to run, comma-separated, in pipeline order (default: all of the kind's stages).
+    /// Stages to run, comma-separated, in pipeline order: fetch, generate, verify, review, fix,
+    /// publish (those this build has); a stage's needs must be selected too (verify needs
+    /// fetch). Default: the kind's stages (generate: all; revalidate: fetch,verify).
     #[arg(long, value_delimiter = ',')]
     pub stages: Option<Vec<String>>,
     /// Higher runs first.
@@ -41,19 +45,23 @@ pub struct Args {
     /// What the job does.
     #[arg(long, value_enum, default_value = "generate")]
     pub kind: JobKind,
+    /// Queue even when the agent's credentials are not set here (a worker elsewhere has them).
+    #[arg(long)]
+    pub skip_credential_check: bool,
+    /// Print one JSON object per model: {"id", "model_id", "created"}, as a list.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
-    let stages = args.stages.clone().unwrap_or_else(|| {
-        args.kind
-            .default_stages()
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    });
+    let registry = StageRegistry::builtin();
+    let stages = args
+        .stages
+        .clone()
+        .unwrap_or_else(|| registry.default_stages(args.kind));
     let requests = args
         .models
         .iter()
@@ -71,13 +79,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ablation: None,
         })
         .collect();
-    let registry = StageRegistry::builtin();
-    let queued = block_on(1, enqueue(&settings, &registry, requests))??;
+    if !args.skip_credential_check {
+        for r in &requests {
+            preflight::check_credentials(&settings, r).map_err(crate::cli::usage)?;
+        }
+    }
+    let queued =
+        block_on(1, enqueue(&settings, &registry, requests))?.map_err(crate::cli::usage)?;
+    if args.json {
+        let list: Vec<_> = queued
+            .iter()
+            .map(|q| serde_json::json!({"id": q.id, "model_id": q.model_id, "created": q.created}))
+            .collect();
+        crate::cli::out::print_json(&list)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for q in queued {
         if !q.created {
-            eprintln!("{}: already pending or running as job {}", q.model_id, q.id);
+            eprintln!(
+                "{}: a {} job is already pending or running: returning it ({})",
+                q.model_id,
+                args.kind.as_str(),
+                q.id
+            );
         }
-        println!("{}", q.id);
+        outln!("{}", q.id);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -23,6 +23,7 @@ pub struct Args {
     /// name. Default: the library spec serving the truth's architectures.
     #[arg(long)]
     pub spec: Option<String>,
+    /// Print the checked report as JSON (verdict, rows, findings); errors are JSON too.
     #[arg(long)]
     pub json: bool,
 }
@@ -70,11 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             errors,
             checked,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::cli::out::print_json(&out)?;
     } else {
         match checked {
-            Some(c) => print!("{}", render(c)),
-            None => print!("{}", render_errors(&file, errors)),
+            Some(c) => out!("{}", render(c)),
+            None => out!("{}", render_errors(&file, errors)),
         }
     }
     Ok(if recorded == Decision::Pass {

@@ -9,9 +9,15 @@ use harch_worker::subject;
 pub struct Args {
     /// A spec file, a library model spec name, or a Hugging Face model id.
     pub spec: String,
-    /// A total (params_total, kv_bytes_per_token, ...), a dim, or `params:<node-id>` /
-    /// `flops:<node-id>`.
+    /// What to explain: a total (params_total, params_active, weight_bytes, kv_bytes_per_token,
+    /// state_bytes_per_sequence, decode_flops_per_token, prefill_flops, ...), a dim of the spec
+    /// (d_model, n_layers, ...), `params:<path>` or `flops:<path>` of a node or a component
+    /// (`params:embed_tokens`, `params:layers[moe].ffn`: a component sums its ops), or, with
+    /// --gpu, a deployment figure (decode.estimate_s, weights_bytes_per_gpu, ...). An unknown
+    /// name is an error that lists the known ones.
     pub quantity: String,
+    /// Truth directory (config.json, index, shard headers) to evaluate against [default: the
+    /// bundled snapshot of the spec's model].
     #[arg(long)]
     pub truth: Option<PathBuf>,
     /// Context length for FLOPs.
@@ -26,10 +32,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
     // The same walk, with symbols bound: the formula and the value come out together.
-    let (ir, a) = match subject::evaluated(&s, EvalOptions { symbolic: true }) {
-        Ok(v) => v,
-        Err(code) => return Ok(code),
-    };
+    let (ir, a) =
+        subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
     if harch_analysis::explain::NAMES.contains(&args.quantity.as_str()) {
         return crate::cmd::analyze::explain(
             &args.deployment,
@@ -40,18 +44,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let Some(q) = a.quantity(&args.quantity, args.ctx as i128) else {
-        eprintln!(
+        return Err(crate::cli::usage(anyhow::anyhow!(
             "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>; with --gpu and --layout: {}",
             args.quantity,
             QUANTITIES.join(", "),
             harch_analysis::explain::NAMES.join(", ")
-        );
-        return Ok(ExitCode::from(2));
+        )));
     };
-    println!("{} = {}", args.quantity, q.formula());
-    println!("  = {}", crate::cmd::show::group_digits(q.v));
+    outln!("{} = {}", args.quantity, q.formula());
+    outln!("  = {}", crate::cmd::show::group_digits(q.v));
     if let Some(d) = ir.dims.iter().find(|d| d.name == args.quantity) {
-        println!("  bound as `{}` in {}", d.raw, ir.file);
+        outln!("  bound as `{}` in {}", d.raw, ir.file);
     }
     let mut shown = 0;
     for (name, v) in &a.dims {
@@ -60,9 +63,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .any(|w| w == name)
         {
             if shown == 0 {
-                println!("where");
+                outln!("where");
             }
-            println!("  {name} = {}", v.v);
+            outln!("  {name} = {}", v.v);
             shown += 1;
         }
     }

@@ -59,9 +59,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match runtime.block_on(hub::fetch_truth(&opts)) {
         Ok(report) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                crate::cli::out::print_json(&report)?;
             } else {
-                println!(
+                outln!(
                     "{} @ {}: {} tensors ({} bytes) in {} shard headers -> {}",
                     report.model_id,
                     report.revision.as_deref().unwrap_or("snapshot"),
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     report.shards,
                     report.out.display()
                 );
-                println!(
+                outln!(
                     "{} requests, {} bytes transferred, {} retries, {} ms ({})",
                     report.requests,
                     report.bytes_transferred,
@@ -86,18 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            if args.json {
-                let v = serde_json::json!({
-                    "error": e.to_string(),
-                    "transient": e.is_transient(),
-                });
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                eprintln!("error: {e}");
-            }
-            // 3: try again later; 1: needs a person.
-            Ok(ExitCode::from(if e.is_transient() { 3 } else { 1 }))
-        }
+        // 3: try again later; 2: the id itself is wrong; 1: needs a person.
+        Err(e) if e.is_transient() => Err(crate::cli::transient(e)),
+        Err(e @ hub::FetchError::BadModelId { .. }) => Err(crate::cli::usage(e)),
+        Err(e) => Err(crate::cli::failed(e)),
     }
 }

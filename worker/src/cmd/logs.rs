@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        print!("{text}");
+        out!("{text}");
         return Ok(ExitCode::SUCCESS);
     };
     let (stage, attempt) = find(&job_dir, args.stage.as_deref(), n)?;
@@ -87,11 +87,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        use std::io::Write;
-        std::io::stdout().write_all(&bytes)?;
+        crate::cli::out::write_bytes(&bytes);
         return Ok(ExitCode::SUCCESS);
     }
-    print!(
+    out!(
         "{}",
         describe(&stage, &attempt, &dir, &files, pick(".jsonl"))
     );

@@ -4,6 +4,6 @@ use std::process::ExitCode;
 pub struct Args {}
 
 pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    print!("{}", harch_engine::ops::registry_text());
+    out!("{}", harch_engine::ops::registry_text());
     Ok(ExitCode::SUCCESS)
 }

@@ -43,28 +43,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     for c in &plan.checks {
-        println!(
+        outln!(
             "✓ {} validates with it in the library (truth: {})",
-            c.spec, c.truth
+            c.spec,
+            c.truth
         );
     }
     if plan.checks.is_empty() {
-        println!("no model spec uses `{}`", plan.component);
+        outln!("no model spec uses `{}`", plan.component);
     }
     if args.dry_run {
-        println!("would move {} → {}", plan.from, plan.to);
+        outln!("would move {} → {}", plan.from, plan.to);
         for s in &plan.edited_specs {
-            println!("would remove `{}` from drafts: in {s}", plan.component);
+            outln!("would remove `{}` from drafts: in {s}", plan.component);
         }
         return Ok(ExitCode::SUCCESS);
     }
     let staged = promote::apply(&root, &plan)?;
-    println!("moved {} → {}", plan.from, plan.to);
+    outln!("moved {} → {}", plan.from, plan.to);
     for s in &plan.edited_specs {
-        println!("removed `{}` from drafts: in {s}", plan.component);
+        outln!("removed `{}` from drafts: in {s}", plan.component);
     }
     if staged {
-        println!("staged in git: review with `git diff --cached` and commit");
+        outln!("staged in git: review with `git diff --cached` and commit");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let prompt = render_generate(&GenerateInput::new(&args.model, &truth, &repo, &spec_path))?;
     if !args.size_only {
-        print!("{}", prompt.text);
+        out!("{}", prompt.text);
     }
     eprintln!("{}: {}", args.model, prompt.size);
     Ok(ExitCode::SUCCESS)

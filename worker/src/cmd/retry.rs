@@ -12,9 +12,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let rec = block_on(1, retry(&settings, &args.job))??;
     let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
-    println!(
+    outln!(
         "{} queued again (resumes at stage {resume}; agent stages get a fresh budget of {} runs)",
-        rec.id, settings.agent.attempts
+        rec.id,
+        settings.agent.attempts
     );
     Ok(ExitCode::SUCCESS)
 }

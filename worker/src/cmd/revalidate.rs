@@ -73,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|id| store.load(id))
         .collect::<Result<_, _>>()?;
-    print!("{}", summary(&records));
+    out!("{}", summary(&records));
     let all_valid = records.iter().all(|r| {
         r.state == JobState::Succeeded
             && r.stage("verify")

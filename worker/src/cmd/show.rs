@@ -11,29 +11,32 @@ pub struct Args {
     /// Truth directory (config.json, index, shard headers) to evaluate against.
     #[arg(long)]
     pub truth: Option<PathBuf>,
+    /// Print the summary as JSON (groups, params, bytes, KV, FLOPs); errors are JSON too.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
-    let (ir, a) = match subject::evaluated(&s, EvalOptions::default()) {
-        Ok(v) => v,
-        Err(code) => return Ok(code),
-    };
+    let (ir, a) = subject::evaluated(&s, EvalOptions::default()).map_err(crate::cli::failed)?;
     let sum = a.summary();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&sum)?);
+        crate::cli::out::print_json(&sum)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} — {}", ir.name, ir.summary);
-    println!("evaluated against {}\n", s.truth_origin);
-    println!(
+    outln!("{} — {}", ir.name, ir.summary);
+    outln!("evaluated against {}\n", s.truth_origin);
+    outln!(
         "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
-        "stack", "block", "layers", "params", "KV B/token", "state B/seq"
+        "stack",
+        "block",
+        "layers",
+        "params",
+        "KV B/token",
+        "state B/seq"
     );
     for g in &sum.groups {
-        println!(
+        outln!(
             "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
             g.stack,
             g.block,
@@ -43,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             group_digits(g.state_bytes_per_sequence)
         );
     }
-    println!();
+    outln!();
     let rows: [(&str, i128); 10] = [
         ("params total", sum.params_total),
         ("params active / token", sum.params_active),
@@ -57,15 +60,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ("decode FLOPs / token @ctx", sum.decode_flops_per_token),
     ];
     for (k, v) in rows {
-        println!("{k:<28} {:>24}", group_digits(v));
+        outln!("{k:<28} {:>24}", group_digits(v));
     }
-    println!(
+    outln!(
         "{:<28} {:>24}",
         format!("prefill FLOPs @{}", sum.context),
         group_digits(sum.prefill_flops)
     );
     for (d, b) in &sum.weight_bytes_by_dtype {
-        println!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
+        outln!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
     }
     Ok(ExitCode::SUCCESS)
 }

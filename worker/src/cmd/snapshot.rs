@@ -39,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     truth_dir::write_file_atomically(&args.out, &bytes)
         .with_context(|| format!("writing {}", args.out.display()))?;
-    println!(
+    outln!(
         "{model_id}: {} tensors, {} bytes, {} lines -> {} ({} bytes)",
         snap.tensor_count,
         snap.total_bytes,

@@ -26,17 +26,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(id) => {
             let rec = store.load(id)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rec)?);
+                crate::cli::out::print_json(&rec)?;
             } else {
-                print!("{}", detail(&rec));
+                out!("{}", detail(&rec));
             }
         }
         None => {
             let all = store.list()?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                crate::cli::out::print_json(&all)?;
             } else {
-                print!("{}", table(&all));
+                out!("{}", table(&all));
             }
         }
     }

@@ -23,6 +23,8 @@ pub struct Args {
     /// structural, axiom, all.
     #[arg(long)]
     pub tier: Option<String>,
+    /// Print the report as JSON (valid, guards, errors and warnings with their locations,
+    /// summary); errors of the command itself are JSON too.
     #[arg(long)]
     pub json: bool,
 }
@@ -33,19 +35,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(t)) => GuardSet::tier(t),
         (None, None) => Ok(GuardSet::all()),
     };
-    let guards = match guards.and_then(|g| capped(g, std::env::var("HARCH_VALIDATE_GUARDS").ok())) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let guards = guards
+        .and_then(|g| capped(g, std::env::var("HARCH_VALIDATE_GUARDS").ok()))
+        .map_err(|e| crate::cli::usage(anyhow::anyhow!(e)))?;
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
     let (report, _) = harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::cli::out::print_json(&report)?;
     } else {
-        print!(
+        out!(
             "{}",
             render(
                 &report,

@@ -49,9 +49,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::fs::write(path, &md)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        crate::cli::out::print_json(&results)?;
     } else {
-        print!("{md}");
+        out!("{md}");
     }
     Ok(if results.iter().all(|r| r.valid) {
         ExitCode::SUCCESS

@@ -14,6 +14,24 @@ use super::stages::{
 /// The pipeline's stages, in order. Later issues register generate, review, fix and publish.
 pub const PIPELINE: [&str; 6] = ["fetch", "generate", "verify", "review", "fix", "publish"];
 
+/// What a pipeline stage reads that an earlier stage of the same job writes: a selection with
+/// a stage but not what it needs (`--stages verify`) is refused at `enqueue`, not failed later.
+pub const NEEDS: [(&str, &[&str]); 5] = [
+    ("generate", &["fetch"]),
+    ("verify", &["fetch"]),
+    ("review", &["fetch", "verify"]),
+    ("fix", &["fetch", "review"]),
+    ("publish", &["fetch", "verify"]),
+];
+
+/// The stages `stage` needs earlier in its job.
+pub fn needs(stage: &str) -> &'static [&'static str] {
+    NEEDS
+        .iter()
+        .find(|(s, _)| *s == stage)
+        .map_or(&[], |(_, n)| *n)
+}
+
 /// Stages that do no model work: the queue's own tests and the benchmark use them to exercise
 /// the machinery (`noop`, `sleep:MS`, `flaky:N` fails transiently N times, `fail` fails
 /// permanently).
@@ -54,7 +72,8 @@ impl StageRegistry {
         })
     }
 
-    /// Checks a `--stages` selection: known names, pipeline order, no repeats.
+    /// Checks a `--stages` selection: known names this build can run, pipeline order, no
+    /// repeats, and every stage's needs selected before it.
     pub fn check_selection(&self, stages: &[String]) -> anyhow::Result<()> {
         if stages.is_empty() {
             bail!("--stages selects no stage");
@@ -76,6 +95,20 @@ impl StageRegistry {
                     );
                 }
                 last_pipeline_pos = Some(pos);
+                if !self.stages.contains_key(name) {
+                    bail!(
+                        "stage `{name}` is not available in this build of harch-worker (it has {})",
+                        self.available().join(", ")
+                    );
+                }
+                for need in needs(name) {
+                    if !stages[..i].iter().any(|s| s == need) {
+                        bail!(
+                            "stage `{name}` needs `{need}` before it in the same job: add it, e.g. --stages {}",
+                            with_needs(name).join(",")
+                        );
+                    }
+                }
             } else if PROBES.contains(&name) || self.stages.contains_key(name) {
                 probe::check_arg(name, arg)?;
             } else {
@@ -88,6 +121,39 @@ impl StageRegistry {
         }
         Ok(())
     }
+
+    /// The stages a job of `kind` runs when `--stages` is not given: the kind's stages that this
+    /// build has (a default job must be one this build can run to success).
+    pub fn default_stages(&self, kind: crate::queue::record::JobKind) -> Vec<String> {
+        kind.default_stages()
+            .iter()
+            .filter(|s| self.stages.contains_key(**s))
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    /// The pipeline stages this build registers, in pipeline order.
+    pub fn available(&self) -> Vec<&'static str> {
+        PIPELINE
+            .into_iter()
+            .filter(|p| self.stages.contains_key(*p))
+            .collect()
+    }
+}
+
+/// `stage` with everything it needs, transitively, in pipeline order.
+fn with_needs(stage: &str) -> Vec<&'static str> {
+    let mut want = vec![stage];
+    let mut i = 0;
+    while i < want.len() {
+        for &n in needs(want[i]) {
+            if !want.contains(&n) {
+                want.push(n);
+            }
+        }
+        i += 1;
+    }
+    PIPELINE.into_iter().filter(|p| want.contains(p)).collect()
 }
 
 #[cfg(test)]
@@ -102,7 +168,7 @@ mod tests {
     fn selections() {
         let r = StageRegistry::builtin();
         r.check_selection(&sel(&["fetch", "verify"])).unwrap();
-        r.check_selection(&sel(&["fetch", "generate", "publish"]))
+        r.check_selection(&sel(&["fetch", "generate", "verify", "publish"]))
             .unwrap();
         r.check_selection(&sel(&["noop", "sleep:10", "flaky:2"]))
             .unwrap();
@@ -112,6 +178,8 @@ mod tests {
             &["fecth"],
             &["sleep:abc"],
             &["fetch:1"],
+            &["verify"],
+            &["fetch", "generate", "publish"],
             &[],
         ] {
             assert!(r.check_selection(&sel(bad)).is_err(), "{bad:?} accepted");

@@ -1,10 +1,10 @@
-//! What every queue command does first: logging, settings, an async runtime.
+//! What every queue command does first: settings, an async runtime (logging is started by
+//! `main` for every command).
 
 use super::config::{QueueFlags, Settings};
 
-/// Starts logging and reads the settings the flags select.
+/// Reads the settings the flags select.
 pub fn setup(flags: &QueueFlags) -> anyhow::Result<Settings> {
-    super::logging::init(flags.log_json);
     Settings::load(flags)
 }
 

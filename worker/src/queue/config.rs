@@ -246,9 +246,6 @@ pub struct QueueFlags {
     /// Directory of job records and artifacts (overrides queue.toml and $HARCH_DATA_DIR).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Log as JSON lines instead of human-readable text.
-    #[arg(long)]
-    pub log_json: bool,
 }
 
 impl Settings {

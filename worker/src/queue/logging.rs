@@ -1,13 +1,34 @@
-//! Log output for the queue commands: human-readable by default, JSON lines with `--log-json`.
-//! `RUST_LOG` selects levels (default: info for harch, warn for the libraries).
+//! Log output on stderr: warnings and errors by default (a command's answer is on stdout, and a
+//! newcomer should see it, not the worker's chatter), more with `-v`; human-readable text,
+//! coloured only on a terminal without `NO_COLOR`, or JSON lines with `--log-json`. `RUST_LOG`
+//! overrides the levels.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-pub fn init(json: bool) {
+/// The filter for `verbosity` `-v` flags.
+pub fn default_filter(verbosity: u8) -> &'static str {
+    match verbosity {
+        0 => "warn",
+        1 => "warn,harch_worker=info,harch_agents=info,harch_sandbox=info",
+        2 => "info,harch_worker=debug,harch_agents=debug,harch_sandbox=debug",
+        _ => "debug,harch_worker=trace",
+    }
+}
+
+/// Whether stderr gets ANSI colour: a terminal, and `NO_COLOR` unset or empty
+/// (<https://no-color.org>).
+pub fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+pub fn init(json: bool, verbosity: u8) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,harch_worker=info"));
+        .unwrap_or_else(|_| EnvFilter::new(default_filter(verbosity)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour())
         .with_writer(std::io::stderr);
     // A second init (tests running commands in-process) keeps the first subscriber.
     let _ = if json {

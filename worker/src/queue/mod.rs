@@ -11,6 +11,7 @@ pub mod config;
 pub mod logging;
 pub mod model_id;
 pub mod ops;
+pub mod preflight;
 pub mod record;
 pub mod recover;
 pub mod store;

@@ -33,6 +33,7 @@ pub async fn enqueue(
             .with_context(|| format!("{}: bad --stages", r.model_id))?;
         crate::verify::guard_set(&r.guards)
             .with_context(|| format!("{}: bad --guards `{}`", r.model_id, r.guards))?;
+        super::preflight::check_backend(settings, r)?;
     }
     let store = JobStore::open(settings.data_dir())?;
     let mut backend = None;

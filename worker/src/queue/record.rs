@@ -170,10 +170,14 @@ pub struct AblationRun {
 }
 
 impl JobRequest {
-    /// The dedupe key: one pending or running job per model revision, except that each run of
-    /// an ablation (agent, agent model, tier, seed) is a job of its own.
+    /// The dedupe key: one pending or running job per model revision and kind, except that
+    /// each run of an ablation (agent, agent model, tier, seed) is a job of its own.
     pub fn dedupe_key(&self) -> String {
-        let key = super::model_id::revision_key(&self.model_id, &self.revision);
+        let key = format!(
+            "{}#{}",
+            super::model_id::revision_key(&self.model_id, &self.revision),
+            self.kind.as_str()
+        );
         match &self.ablation {
             None => key,
             Some(a) => {

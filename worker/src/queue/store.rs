@@ -4,7 +4,8 @@
 //! - `jobs/<id>/job.json`: the record, replaced atomically (temp file + rename) under `jobs/<id>/.lock`
 //! - `jobs/<id>/job.log`: one line per event, for `logs`
 //! - `jobs/<id>/<stage>/`: a stage's artifacts, moved into place when the stage completes
-//! - `active/<model>@<revision>`: the pending or running job of that model revision (dedupe)
+//! - `active/<model>@<revision>#<kind>`: the pending or running job of that kind for that model
+//!   revision (dedupe: a `revalidate` request never returns a pending `generate` job)
 //!
 //! Locks are `flock`s, so a killed process never leaves one behind.
 
@@ -107,7 +108,7 @@ impl JobStore {
     }
 
     /// Creates a job for `request`, unless that model revision already has a pending or running
-    /// job: then returns that one. The bool says whether the job is new. A new job records
+    /// job of the same kind: then returns that one. The bool says whether the job is new. A new job records
     /// `queue_task` as the store task that will carry it.
     pub fn create_or_existing(
         &self,

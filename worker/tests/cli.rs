@@ -1,0 +1,299 @@
+//! The command line as a newcomer meets it (issue 13): one exit-code table, one stdout writer
+//! that ends quietly on a closed pipe, JSON for every outcome under `--json`, quiet logs, help
+//! with examples. Help and error texts are pinned by insta snapshots in `tests/snapshots/`;
+//! after a deliberate change, rerun with `INSTA_UPDATE=always` and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_harch-worker");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The binary in `dir` (a fresh directory: no queue.toml, no .harch/), with no colour or log
+/// settings inherited from the caller.
+fn cmd(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .env_remove("HARCH_CONFIG")
+        .env_remove("HARCH_QUEUE_URL")
+        .env_remove("HARCH_DATA_DIR")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("HARCH_CACHE_DIR", dir.join(".hub-cache"));
+    c
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = cmd(dir, args).output().unwrap();
+    split(out)
+}
+
+fn split(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Runs a command whose stdout is a pipe nobody reads any more (`cmd | (exec 0<&-; …)`).
+fn with_closed_stdout(dir: &Path, args: &[&str]) -> (i32, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = cmd(dir, args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[test]
+fn every_command_ends_quietly_when_stdout_closes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let truth = d.join("truth");
+    let truth_s = truth.to_str().unwrap();
+    let snap = d.join("s.json.gz");
+    // The commands the issue saw panic (exit 101), and the printing ones.
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "enqueue",
+            "openai/gpt-oss-20b",
+            "--kind",
+            "revalidate",
+            "--offline",
+        ],
+        vec!["fetch", "Qwen/Qwen3-8B", "--offline", "--out", truth_s],
+        vec![
+            "fetch",
+            "Qwen/Qwen3-8B",
+            "--offline",
+            "--json",
+            "--out",
+            truth_s,
+        ],
+        vec!["snapshot", truth_s, "--out", snap.to_str().unwrap()],
+        vec!["revalidate", "--offline", "--models", "openai/gpt-oss-20b"],
+        vec!["bench-queue", "--jobs", "3", "--backends", "sqlite"],
+        vec!["status"],
+        vec!["ops"],
+        vec!["show", "Qwen/Qwen3-8B", "--json"],
+        vec!["validate", "Qwen/Qwen3-8B"],
+    ];
+    for args in cases {
+        let (code, err) = with_closed_stdout(d, &args);
+        assert_eq!(code, 141, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.trim().is_empty(), "{args:?} is not quiet: {err}");
+    }
+    // The side effects happened before the answer could not be printed.
+    assert!(truth.join("truth.json").is_file());
+    assert!(snap.is_file());
+}
+
+#[test]
+fn usage_errors_exit_two_and_are_json_with_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let cases: [&[&str]; 6] = [
+        &["validate", "--json"],
+        &["show", "Qwen/Qwen3-8B", "--json", "--no-such-flag"],
+        &["validate", "Qwen/Qwen3-8B", "--json", "--guards", "wieght"],
+        &["fetch", "a/b/c", "--json", "--offline"],
+        &["explain", "Qwen/Qwen3-8B", "no_such_quantity", "--json"],
+        &["status", "--json", "no-such-job"],
+    ];
+    for args in cases {
+        let (code, out, err) = run_in(d, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        let v = json(&out);
+        assert_eq!(v["exit_code"], 2, "{args:?}: {v}");
+        assert_eq!(v["kind"], "usage", "{args:?}: {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{args:?}: {v}"
+        );
+    }
+    // Without --json the same errors are text on stderr, and stdout stays empty.
+    let (code, out, err) = run_in(d, &["fetch", "a/b/c", "--offline"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty() && err.starts_with("error: "), "{out}{err}");
+    insta::assert_snapshot!("fetch_bad_model_id", err);
+    let (code, _, err) = run_in(d, &["validate"]);
+    assert_eq!(code, 2);
+    insta::assert_snapshot!("validate_missing_spec", err);
+}
+
+#[test]
+fn json_outputs_are_json_on_success_and_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (code, out, _) = run_in(d, &["show", "Qwen/Qwen3-8B", "--json"]);
+    assert_eq!(code, 0);
+    assert!(json(&out)["params_total"].as_i64().unwrap() > 0);
+    let (code, out, _) = run_in(d, &["validate", "Qwen/Qwen3-8B", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["valid"], true);
+    let (code, out, _) = run_in(d, &["status", "--json"]);
+    assert_eq!(code, 0);
+    assert!(json(&out).as_array().unwrap().is_empty());
+    // A spec that does not load: exit 1, and still JSON.
+    let bad = d.join("bad.yaml");
+    std::fs::write(&bad, "model: [unclosed\n").unwrap();
+    let (code, out, _) = run_in(d, &["show", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(json(&out)["kind"], "failed");
+}
+
+#[test]
+fn every_subcommand_help_has_a_description_examples_and_exit_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, top, _) = run_in(tmp.path(), &["--help"]);
+    assert_eq!(code, 0);
+    let commands: Vec<String> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 19, "{commands:?}");
+    for c in &commands {
+        let (code, help, err) = run_in(tmp.path(), &[c, "--help"]);
+        assert_eq!(code, 0, "{c}: {err}");
+        assert!(
+            help.contains("Examples:\n  harch-worker ") && help.contains("Exit codes:"),
+            "`{c} --help` lacks examples or exit codes (add them to worker/src/cli/help.rs):\n{help}"
+        );
+        // Every option says what it does, beside it or on the next, deeper-indented line.
+        let lines: Vec<&str> = help.lines().collect();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            if !(t.starts_with("--") || (t.starts_with('-') && t.get(2..4) == Some(", "))) {
+                continue;
+            }
+            let next_deeper = lines
+                .get(i + 1)
+                .is_some_and(|n| !n.trim().is_empty() && indent(n) > indent(line) + 2);
+            assert!(
+                line.trim().contains("  ") || next_deeper,
+                "`{c} --help`: option without a description: {line}"
+            );
+        }
+    }
+    let (_, enqueue, _) = run_in(tmp.path(), &["enqueue", "--help"]);
+    assert!(
+        enqueue.contains("[possible values: claude, codex, kimi, openai]"),
+        "{enqueue}"
+    );
+    insta::assert_snapshot!("help", top);
+    insta::assert_snapshot!("help_enqueue", enqueue);
+}
+
+#[test]
+fn logs_are_quiet_and_colourless_unless_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // stderr is a file here: a run logs nothing at the default level.
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "enqueue",
+            "openai/gpt-oss-20b",
+            "--kind",
+            "revalidate",
+            "--offline",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1);
+    let (code, _, err) = run_in(d, &["run", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.is_empty(),
+        "default logs are warnings and errors only: {err}"
+    );
+    let (code, _, err) = run_in(d, &["run", "--once", "-v"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("INFO"), "{err}");
+    assert!(!err.contains('\u{1b}'), "colour in a file: {err}");
+    let (_, _, err) = run_in(d, &["-v", "--log-json", "run", "--once"]);
+    for line in err.lines() {
+        json(line);
+    }
+}
+
+#[test]
+fn the_exit_code_table_is_documented_once_for_all_commands() {
+    let doc = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    for row in ["| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 141 |"] {
+        assert!(doc.contains(row), "docs/cli.md lacks {row}");
+    }
+}
+
+#[test]
+fn enqueue_refuses_unknown_agents_missing_keys_and_unrunnable_stages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let enqueue = |args: &[&str]| {
+        let mut c = cmd(d, &[&["enqueue", "Qwen/Qwen3-8B"][..], args].concat());
+        for k in [
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CODEX_API_KEY",
+            "OPENAI_API_KEY",
+            "KIMI_API_KEY",
+        ] {
+            c.env_remove(k);
+        }
+        split(c.output().unwrap())
+    };
+    let (code, _, err) = enqueue(&["--agent", "gpt5"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("[possible values: claude, codex, kimi, openai]"),
+        "{err}"
+    );
+    let (code, _, err) = enqueue(&["--agent", "kimi"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("set KIMI_API_KEY"), "{err}");
+    insta::assert_snapshot!("enqueue_without_credentials", err);
+    let (code, _, err) = enqueue(&["--kind", "revalidate", "--stages", "verify"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("stage `verify` needs `fetch`"), "{err}");
+    // Nothing was queued by the refused requests.
+    let (_, out, _) = run_in(d, &["status", "--json"]);
+    assert!(json(&out).as_array().unwrap().is_empty(), "{out}");
+    // Skipping the key check queues (a worker elsewhere has the key).
+    let (code, generate, err) = enqueue(&["--agent", "kimi", "--skip-credential-check"]);
+    assert_eq!(code, 0, "{err}");
+    // Dedupe is per kind: a revalidate request never returns the pending generate job, and a
+    // second one says it returns the first.
+    let (code, first, _) = enqueue(&["--kind", "revalidate", "--offline"]);
+    assert_eq!(code, 0);
+    assert_ne!(first, generate);
+    let (code, again, err) = enqueue(&["--kind", "revalidate", "--offline"]);
+    assert_eq!(code, 0);
+    assert_eq!(again, first);
+    assert!(
+        err.contains("a revalidate job is already pending or running: returning it"),
+        "{err}"
+    );
+}
