@@ -275,7 +275,7 @@ async fn openai_compatible_reviewer_passes_the_library_spec() {
         .set("OPENAI_API_KEY", "sk-openai-test");
     // No generate: the review takes the library spec serving the model.
     let (env, rec) = tokio::task::spawn_blocking(move || {
-        let rec = env.job_through("fetch,review,fix,publish", false);
+        let rec = env.job_through("fetch,verify,review,fix,publish", false);
         (env, rec)
     })
     .await
