@@ -168,7 +168,7 @@ impl Env {
         c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let out = c.output().unwrap();
         assert!(
-            out.status.success(),
+            out.status.success() || drained_with_failures(args, &out),
             "harch-worker {args:?} failed: {}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
@@ -478,4 +478,9 @@ async fn kimi_cli_writes_validates_reads_the_errors_fixes_and_finishes() {
     for b in &bodies {
         assert_eq!(b["model"], "kimi-k2-scripted");
     }
+}
+
+/// `run --once` exits 1 when a job it drained failed: the tests read the job's record for that.
+fn drained_with_failures(args: &[&str], out: &Output) -> bool {
+    args.starts_with(&["run", "--once"]) && out.status.code() == Some(1)
 }
