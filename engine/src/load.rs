@@ -29,6 +29,37 @@ pub struct ConfigKeys {
     /// `config`) differs must be built from different blocks.
     #[serde(default)]
     pub layer_rules: Vec<LayerRule>,
+    /// Quantities config.json fixes, each under every spelling real configs use (the first
+    /// present wins); the semantic guard holds the spec's values to them.
+    #[serde(default)]
+    pub quantities: IndexMap<String, Quantity>,
+}
+
+/// One configured quantity (experts per token, MTP layers, head counts).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quantity {
+    /// Every spelling of the key, most common first.
+    pub keys: Vec<String>,
+    /// The dim that binds the quantity (`top_k`): its value is the configured one.
+    #[serde(default)]
+    pub dim: Option<String>,
+}
+
+impl ConfigKeys {
+    /// The first spelling of `quantity` that config sets (non-null), with its value.
+    pub fn configured<'c>(
+        &self,
+        quantity: &str,
+        config: &'c serde_json::Value,
+    ) -> Option<(&str, &'c serde_json::Value)> {
+        self.quantities.get(quantity)?.keys.iter().find_map(|k| {
+            config
+                .get(k)
+                .filter(|v| !v.is_null())
+                .map(|v| (k.as_str(), v))
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default, serde::Deserialize)]

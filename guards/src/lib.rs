@@ -35,10 +35,17 @@ pub fn validate(
 ) -> (Report, Option<Analysis>) {
     let mut report = Report {
         guards: guards.names().to_vec(),
+        truth: truth.model_id.as_ref().map(|id| match &truth.revision {
+            Some(rev) => format!("{id}@{rev}"),
+            None => id.clone(),
+        }),
         ..Default::default()
     };
     let ir = match repo.load_model(model) {
-        Ok(ir) => ir,
+        Ok(ir) => {
+            report.spec = Some(ir.file.clone());
+            ir
+        }
         Err(errs) => {
             report.errors = errs
                 .iter()
@@ -91,7 +98,9 @@ pub fn validate(
             report.errors.extend(axiom::check(&a));
         }
         if guards.has("semantic") {
-            report.errors.extend(semantic::check(&ir, &a, truth));
+            report
+                .errors
+                .extend(semantic::check(&ir, &a, truth, &repo.config_keys));
         }
         report
             .warnings

@@ -79,6 +79,11 @@ pub struct Summary {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Report {
     pub valid: bool,
+    /// The spec file checked (`specs/models/qwen3.yaml`), once the model is found.
+    pub spec: Option<String>,
+    /// The truth checked against: the model id (and revision) it records, or where the caller
+    /// read it from.
+    pub truth: Option<String>,
     /// Guards that ran, in order.
     pub guards: Vec<&'static str>,
     pub errors: Vec<Diagnostic>,

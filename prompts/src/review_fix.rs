@@ -32,6 +32,8 @@ pub struct ReviewInput<'a> {
     pub previous: Option<&'a Checked>,
     /// The previous attempt's report errors, when its report was malformed.
     pub report_errors: Option<&'a PriorErrors>,
+    /// Operator notes appended verbatim.
+    pub notes: Option<&'a str>,
 }
 
 pub struct FixInput<'a> {
@@ -45,6 +47,8 @@ pub struct FixInput<'a> {
     /// The previous fix attempt's validation errors, when its spec did not validate.
     pub errors: Option<&'a PriorErrors>,
     pub truth: &'a Truth,
+    /// Operator notes appended verbatim.
+    pub notes: Option<&'a str>,
 }
 
 /// The evidence grammar as the prompts show it.
@@ -207,6 +211,7 @@ pub fn render_review(input: &ReviewInput<'_>) -> Result<Prompt, PromptError> {
         node_paths: String,
         previous: Option<Previous<'a>>,
         report_errors: Option<&'a PriorErrors>,
+        notes: Option<&'a str>,
     }
     render(
         "review",
@@ -222,6 +227,7 @@ pub fn render_review(input: &ReviewInput<'_>) -> Result<Prompt, PromptError> {
             node_paths,
             previous,
             report_errors: input.report_errors,
+            notes: input.notes,
         },
         fragments,
     )
@@ -258,6 +264,7 @@ pub fn render_fix(input: &FixInput<'_>) -> Result<Prompt, PromptError> {
         truth: crate::TruthText,
         grammar: Grammar,
         staged: Vec<Staged>,
+        notes: Option<&'a str>,
     }
     render(
         "fix",
@@ -276,6 +283,7 @@ pub fn render_fix(input: &FixInput<'_>) -> Result<Prompt, PromptError> {
             truth,
             grammar: grammar(),
             staged: staged(input.truth),
+            notes: input.notes,
         },
         fragments,
     )

@@ -305,6 +305,7 @@ fn review_and_fix_prompts_render() {
         node_paths: &nodes,
         previous: None,
         report_errors: None,
+        notes: None,
     })
     .unwrap();
     for needle in [
@@ -351,6 +352,7 @@ fn review_and_fix_prompts_render() {
         node_paths: &nodes,
         previous: Some(&c),
         report_errors: Some(&errors),
+        notes: None,
     })
     .unwrap();
     for needle in [
@@ -396,6 +398,7 @@ fn review_and_fix_prompts_render() {
         review: Some(&c),
         errors: Some(&previous_attempt),
         truth: &truth,
+        notes: Some("SCENARIO: fix-note"),
     })
     .unwrap();
     for needle in [
@@ -405,6 +408,7 @@ fn review_and_fix_prompts_render() {
         "4. A finding about `layers[dense].ffn` cited evidence that disagrees with the facts. Do not act on it.\n\n",
         "The review was recorded NO_PASS: mapping rows 1\nverified, 0 unverified, 1\ncontradicted; defects 1 verified, 1\nunverified, 1 contradicted.",
         "## Your previous attempt did not validate (attempt 1)",
+        "## Operator notes\n\nSCENARIO: fix-note\n\nFix `specs/models/qwen3.yaml` now",
         "W001 [weight] specs/models/qwen3.yaml: checkpoint tensor lm_head.weight",
         harch_review::GRAMMAR,
         "- `truth/source/modeling_qwen3.py` (3 lines)",

@@ -1,12 +1,14 @@
 //! Fetch benchmark: the real DeepSeek-V3 inventory (91,991 tensors; the bundled snapshot placed
 //! into 163 shards in layer order, balanced by bytes) served by a local mock Hub with a fixed
-//! per-request latency. Reports wall time, requests and bytes for `fetch_truth`, then, when a
-//! Python with huggingface_hub is at hand, for `huggingface_hub.get_safetensors_metadata`
-//! against the same mock (scripts/bench-hf-safetensors-metadata.py).
+//! per-request latency. Runs `fetch_truth` and, when a Python with huggingface_hub is at hand,
+//! `huggingface_hub.get_safetensors_metadata` (scripts/bench-hf-safetensors-metadata.py)
+//! against the same mock, alternating the two for a number of rounds (each run on a fresh mock
+//! server), and reports each run's wall time, requests and bytes, the medians, the ratio of the
+//! medians, and harch's time split.
 //!
 //! ```text
 //! cargo bench -p harch-worker --bench fetch_deepseek
-//! HARCH_BENCH_LATENCY_MS=20,50 HARCH_BENCH_PYTHON=.cache/bench-venv/bin/python cargo bench ...
+//! HARCH_BENCH_LATENCY_MS=20,50 HARCH_BENCH_ROUNDS=7 HARCH_BENCH_PYTHON=.cache/bench-venv/bin/python cargo bench ...
 //! ```
 
 #[path = "../tests/support/mock_hub.rs"]
@@ -16,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use harch_worker::hub::{FetchOptions, fetch_truth};
+use harch_worker::hub::{FetchOptions, Timings, fetch_truth};
 use mock_hub::{MockFile, MockHub, MockRepo, requests};
 
 const MODEL: &str = "deepseek-ai/DeepSeek-V3";
@@ -28,27 +30,89 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let rounds: usize = std::env::var("HARCH_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5)
+        .max(1);
     let repo = deepseek_repo();
     let python = python_with_hf_hub();
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    println!("| client | latency | wall s | requests | inventory requests | bytes |");
-    println!("|---|---|---|---|---|---|");
-    for ms in latencies {
-        let latency = Duration::from_millis(ms);
-        let rust = runtime.block_on(bench_rust(&repo, latency));
-        println!("{}", rust.row("harch fetch_truth", ms));
-        if let Some(py) = &python {
-            match runtime.block_on(bench_python(&repo, latency, py)) {
-                Ok(r) => println!("{}", r.row("huggingface_hub get_safetensors_metadata", ms)),
-                Err(e) => println!("| python | {ms} ms | failed: {e} | | | |"),
-            }
-        }
-    }
     if python.is_none() {
         eprintln!(
             "(no Python with huggingface_hub: set HARCH_BENCH_PYTHON or create .cache/bench-venv, see docs/benchmarks.md)"
         );
     }
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    println!("| client | latency | round | wall s | requests | inventory requests | bytes |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut summary = Vec::new();
+    for ms in latencies {
+        let latency = Duration::from_millis(ms);
+        let (mut ours, mut theirs, mut splits) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 1..=rounds {
+            let (rust, timings) = runtime.block_on(bench_rust(&repo, latency));
+            println!("{}", rust.row("harch fetch_truth", ms, round));
+            ours.push(rust);
+            splits.push(timings);
+            if let Some(py) = &python {
+                match runtime.block_on(bench_python(&repo, latency, py)) {
+                    Ok(r) => {
+                        println!(
+                            "{}",
+                            r.row("huggingface_hub get_safetensors_metadata", ms, round)
+                        );
+                        theirs.push(r);
+                    }
+                    Err(e) => println!("| python | {ms} ms | {round} | failed: {e} | | | |"),
+                }
+            }
+        }
+        summary.push((ms, ours, theirs, splits));
+    }
+    println!();
+    println!(
+        "| latency | harch median (min) s | huggingface_hub median (min) s | ratio of medians | harch requests / bytes | huggingface_hub requests / bytes |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (ms, ours, theirs, _) in &summary {
+        let (om, omin) = median_min(ours);
+        let (row_theirs, ratio, theirs_rb) = if theirs.is_empty() {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            let (tm, tmin) = median_min(theirs);
+            (
+                format!("{tm:.3} ({tmin:.3})"),
+                format!("{:.1}x", tm / om),
+                format!("{} / {}", theirs[0].requests, theirs[0].bytes),
+            )
+        };
+        println!(
+            "| {ms} ms | {om:.3} ({omin:.3}) | {row_theirs} | {ratio} | {} / {} | {theirs_rb} |",
+            ours[0].requests, ours[0].bytes
+        );
+    }
+    println!();
+    println!("harch time split (median of each phase, ms): resolve / index / headers / local work");
+    for (ms, _, _, splits) in &summary {
+        let med = |f: fn(&Timings) -> f64| {
+            let mut v: Vec<f64> = splits.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "{ms} ms latency: {:.1} / {:.1} / {:.1} / {:.1}",
+            med(|t| t.resolve_ms),
+            med(|t| t.index_ms),
+            med(|t| t.headers_ms),
+            med(|t| t.local_ms)
+        );
+    }
+}
+
+fn median_min(runs: &[Outcome]) -> (f64, f64) {
+    let mut v: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64()).collect();
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
 }
 
 struct Outcome {
@@ -59,9 +123,9 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn row(&self, client: &str, ms: u64) -> String {
+    fn row(&self, client: &str, ms: u64, round: usize) -> String {
         format!(
-            "| {client} | {ms} ms | {:.3} | {} | {} | {} |",
+            "| {client} | {ms} ms | {round} | {:.3} | {} | {} | {} |",
             self.wall.as_secs_f64(),
             self.requests,
             self.inventory_requests,
@@ -71,15 +135,15 @@ impl Outcome {
 }
 
 /// Requests for the inventory alone: revision lookup, index (incl. probes for it and for a
-/// single model.safetensors), shard headers (resolve and CDN hops). The rest (config, generation config, remote code)
-/// is what only harch fetches.
+/// single model.safetensors), shard headers (resolve and CDN hops). The rest (config, remote
+/// code) is what only harch fetches.
 fn inventory_requests(reqs: &[String]) -> usize {
     reqs.iter()
         .filter(|r| r.contains("/revision/") || r.contains(".safetensors"))
         .count()
 }
 
-async fn bench_rust(repo: &MockRepo, latency: Duration) -> Outcome {
+async fn bench_rust(repo: &MockRepo, latency: Duration) -> (Outcome, Timings) {
     let (server, hub) = MockHub::start(latency).await;
     hub.add_repo(MODEL, repo.clone());
     let dir = tempfile::tempdir().expect("temp dir");
@@ -103,12 +167,15 @@ async fn bench_rust(repo: &MockRepo, latency: Duration) -> Outcome {
         truth.inventory.tensors.len(),
         load_started.elapsed().as_secs_f64() * 1e3
     );
-    Outcome {
-        wall,
-        requests: reqs.len(),
-        inventory_requests: inventory_requests(&reqs),
-        bytes: hub.sent_bytes.load(Ordering::Relaxed),
-    }
+    (
+        Outcome {
+            wall,
+            requests: reqs.len(),
+            inventory_requests: inventory_requests(&reqs),
+            bytes: hub.sent_bytes.load(Ordering::Relaxed),
+        },
+        report.timings,
+    )
 }
 
 async fn bench_python(
@@ -161,8 +228,8 @@ fn python_with_hf_hub() -> Option<PathBuf> {
     candidate.exists().then_some(candidate)
 }
 
-/// The mock repo: config (from the snapshot), generation config, remote code named by
-/// auto_map, the index and 163 virtual shards.
+/// The mock repo: config (from the snapshot), generation config (which harch does not fetch),
+/// remote code named by auto_map, the index and 163 virtual shards.
 fn deepseek_repo() -> MockRepo {
     let truth = harch_worker::snapshot::load_snapshot(MODEL).expect("bundled DeepSeek-V3 snapshot");
     let (shards, index) = harch_worker::synth::shard(&truth, SHARDS);
@@ -184,7 +251,7 @@ fn deepseek_repo() -> MockRepo {
             br#"{"_from_model_config": true, "bos_token_id": 0, "eos_token_id": 1}"#.to_vec(),
         ),
     );
-    for file in harch_worker::source::auto_map_files(&truth.config) {
+    for file in harch_worker::source::auto_map_files(&truth.config).expect("auto_map") {
         repo.files
             .insert(file, MockFile::small(b"# remote code stand-in\n".to_vec()));
     }

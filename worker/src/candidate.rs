@@ -115,10 +115,56 @@ pub fn validate(
     truth: &Truth,
     guards: &GuardSet,
 ) -> Report {
+    validate_with_analysis(library, candidate, truth, guards).0
+}
+
+/// [`validate`], with the evaluation when the spec loads (the review checks node paths in it).
+pub fn validate_with_analysis(
+    library: &BTreeMap<String, String>,
+    candidate: &Candidate,
+    truth: &Truth,
+    guards: &GuardSet,
+) -> (Report, Option<harch_engine::Analysis>) {
     let mut files = library.clone();
     files.extend(candidate.files.clone());
     let repo = Repo::from_files(files);
-    harch_guards::validate(&repo, &candidate.model_key, truth, guards).0
+    harch_guards::validate(&repo, &candidate.model_key, truth, guards)
+}
+
+/// The spec a stage kept (`<spec_dir>/models/<one>.yaml` and its drafts).
+pub fn read_stage_spec(spec_dir: &Path) -> anyhow::Result<Candidate> {
+    let models = yaml_files(&spec_dir.join("models"))?;
+    let [(model_file, _)] = models.as_slice() else {
+        bail!(
+            "{} should hold exactly one model spec, found {}",
+            spec_dir.join("models").display(),
+            models.len()
+        );
+    };
+    Candidate::read(spec_dir, model_file)?
+        .with_context(|| format!("{model_file} vanished from {}", spec_dir.display()))
+}
+
+/// The library's model spec serving `config`'s architectures, as a candidate; None when the
+/// library has none.
+pub fn library_spec(
+    spec_root: &Path,
+    config: &serde_json::Value,
+) -> anyhow::Result<Option<Candidate>> {
+    let all = crate::specs::read_spec_files(spec_root)?;
+    let repo = Repo::from_files(all.clone());
+    let key = crate::subject::architectures(config)
+        .iter()
+        .find_map(|a| repo.model_for_architecture(a))
+        .and_then(|m| repo.model_file(m))
+        .map(str::to_string);
+    Ok(key.and_then(|key| {
+        let text = all.get(&key)?.clone();
+        Some(Candidate {
+            files: BTreeMap::from([(key.clone(), text)]),
+            model_key: key,
+        })
+    }))
 }
 
 /// The verify stage's check of a generated spec (`<spec_dir>/models/*.yaml` and its drafts)
@@ -128,16 +174,7 @@ pub fn verify_generated(
     truth_dir: &Path,
     tier: &str,
 ) -> anyhow::Result<crate::verify::VerifyOutcome> {
-    let models = yaml_files(&spec_dir.join("models"))?;
-    let [(model_file, _)] = models.as_slice() else {
-        bail!(
-            "{} should hold exactly one model spec, found {}",
-            spec_dir.join("models").display(),
-            models.len()
-        );
-    };
-    let candidate = Candidate::read(spec_dir, model_file)?
-        .with_context(|| format!("{model_file} vanished from {}", spec_dir.display()))?;
+    let candidate = read_stage_spec(spec_dir)?;
     let truth = crate::pipeline::stages::generate::load_truth(truth_dir)?;
     let library = library_files(&crate::specs::root())?;
     let report = validate(&library, &candidate, &truth, &guard_set(tier)?);

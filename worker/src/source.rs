@@ -2,9 +2,10 @@
 //! commits third-party modeling code). Search order, keyed by config `model_type`:
 //!
 //! 1. the truth directory's own `source/` (read by `truth_dir::load_truth_dir`, not here);
-//! 2. `$HARCH_TRANSFORMERS_SRC/models/<model_type>/`, else the repo's
+//! 2. `$HARCH_TRANSFORMERS_SRC/models/<model_type>/`, else the checkout's
 //!    `.cache/transformers/<version>/models/<model_type>/` (filled by
-//!    `scripts/fetch-transformers-src`);
+//!    `scripts/fetch-transformers-src`), the checkout being the one the running binary sits in
+//!    (`<checkout>/target/...`), else the one it was built from, never the current directory;
 //! 3. the `transformers` package of the local Python, if one is installed.
 //!
 //! Remote code (config `auto_map`) is not native: the Hub fetcher takes it from the model repo.
@@ -43,10 +44,12 @@ pub fn needs_remote_code(config: &serde_json::Value) -> bool {
 
 /// Module files named by `auto_map` (`"modeling_deepseek.DeepseekV3ForCausalLM"` →
 /// `modeling_deepseek.py`). References into other repos (`org/repo--module.Class`) are skipped.
-pub fn auto_map_files(config: &serde_json::Value) -> Vec<String> {
+/// A reference whose module is not a dotted Python name (`../../x.Model`, `.x.Model`) is
+/// returned as an error naming it: it would become a path outside the repository.
+pub fn auto_map_files(config: &serde_json::Value) -> Result<Vec<String>, BadReference> {
     let mut out: Vec<String> = Vec::new();
     let Some(map) = config.get("auto_map").and_then(|m| m.as_object()) else {
-        return out;
+        return Ok(out);
     };
     let mut refs: Vec<&str> = Vec::new();
     for v in map.values() {
@@ -60,35 +63,40 @@ pub fn auto_map_files(config: &serde_json::Value) -> Vec<String> {
         if r.contains("--") {
             continue;
         }
-        if let Some((module, _class)) = r.rsplit_once('.') {
-            let valid = !module.is_empty()
-                && module
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-            let file = format!("{}.py", module.replace('.', "/"));
-            if valid && !out.contains(&file) {
-                out.push(file);
-            }
+        let bad = || BadReference {
+            reference: r.to_string(),
+        };
+        let (module, _class) = r.rsplit_once('.').ok_or_else(bad)?;
+        let python_name = |part: &str| {
+            !part.is_empty()
+                && !part.starts_with(|c: char| c.is_ascii_digit())
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !module.split('.').all(python_name) {
+            return Err(bad());
+        }
+        let file = format!("{}.py", module.replace('.', "/"));
+        if !out.contains(&file) {
+            out.push(file);
         }
     }
     out.sort();
-    out
+    Ok(out)
+}
+
+/// An `auto_map` entry that names no module file inside the repository.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "auto_map names `{reference}`, which is not `module.Class` with a dotted Python module name inside the repository"
+)]
+pub struct BadReference {
+    pub reference: String,
 }
 
 /// Finds the native modeling and configuration files for the config's `model_type`.
 pub fn resolve_native(config: &serde_json::Value) -> Option<SourceSet> {
     let model_type = model_type_dir(config)?;
-    let mut roots: Vec<(PathBuf, String)> = Vec::new();
-    if let Some(dir) = std::env::var_os(SRC_ENV) {
-        roots.push((PathBuf::from(dir), format!("${SRC_ENV}")));
-    }
-    if let Some(root) = repo_root() {
-        roots.push((
-            root.join(".cache/transformers").join(TRANSFORMERS_VERSION),
-            format!("transformers {TRANSFORMERS_VERSION} (cached wheel)"),
-        ));
-    }
-    for (root, origin) in roots {
+    for (root, origin) in source_roots() {
         if let Some(files) = read_model_dir(&root.join("models").join(&model_type)) {
             return Some(SourceSet { files, origin });
         }
@@ -99,6 +107,52 @@ pub fn resolve_native(config: &serde_json::Value) -> Option<SourceSet> {
         files,
         origin: format!("transformers {version} (local Python)"),
     })
+}
+
+/// Where transformers trees are looked for, in order, with the origin each reports. The
+/// binary's own location decides, never the current directory: a worker started anywhere (a
+/// service, a job directory) finds the same source.
+fn source_roots() -> Vec<(PathBuf, String)> {
+    let mut roots: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(dir) = std::env::var_os(SRC_ENV).filter(|d| !d.is_empty()) {
+        roots.push((PathBuf::from(dir), format!("${SRC_ENV}")));
+    }
+    let cached = |checkout: &Path| {
+        (
+            checkout
+                .join(".cache/transformers")
+                .join(TRANSFORMERS_VERSION),
+            format!("transformers {TRANSFORMERS_VERSION} (cached wheel)"),
+        )
+    };
+    // `<checkout>/target/<profile>/harch-worker` (or `.../deps/<test>`): the checkout it sits in.
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(checkout) = exe.ancestors().skip(1).find(|d| is_checkout(d))
+    {
+        roots.push(cached(checkout));
+    }
+    // The checkout it was built from, for a binary copied elsewhere.
+    if let Some(built) = Path::new(env!("CARGO_MANIFEST_DIR")).parent()
+        && is_checkout(built)
+        && !roots.iter().any(|(r, _)| r.starts_with(built))
+    {
+        roots.push(cached(built));
+    }
+    roots
+}
+
+fn is_checkout(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+}
+
+/// The places [`resolve_native`] looks, for messages.
+pub fn search_description() -> String {
+    let mut places: Vec<String> = source_roots()
+        .iter()
+        .map(|(root, _)| root.display().to_string())
+        .collect();
+    places.push("the local Python's transformers".into());
+    places.join(", ")
 }
 
 fn read_model_dir(dir: &Path) -> Option<BTreeMap<String, String>> {
@@ -118,23 +172,6 @@ fn read_model_dir(dir: &Path) -> Option<BTreeMap<String, String>> {
         .keys()
         .any(|k| k.starts_with("modeling_"))
         .then_some(files)
-}
-
-/// The repository root: the nearest ancestor of the working directory holding a workspace
-/// Cargo.toml, else the one this binary was built from.
-pub fn repo_root() -> Option<PathBuf> {
-    let is_root = |p: &Path| {
-        std::fs::read_to_string(p.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
-    };
-    if let Ok(cwd) = std::env::current_dir() {
-        for dir in cwd.ancestors() {
-            if is_root(dir) {
-                return Some(dir.to_path_buf());
-            }
-        }
-    }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
-    is_root(built).then(|| built.to_path_buf())
 }
 
 /// The installed transformers package directory and version, asked of `python3`.
@@ -172,13 +209,36 @@ mod tests {
         }});
         assert!(needs_remote_code(&config));
         assert_eq!(
-            auto_map_files(&config),
+            auto_map_files(&config).unwrap(),
             [
                 "configuration_deepseek.py",
                 "modeling_deepseek.py",
                 "tokenization_x.py"
             ]
         );
+    }
+
+    #[test]
+    fn auto_map_references_outside_the_repo_are_errors() {
+        for bad in [
+            "../../x.Model",
+            ".x.Model",
+            "a..b.Model",
+            "NoDot",
+            "a/b.Model",
+            "1x.Model",
+        ] {
+            let config = serde_json::json!({"auto_map": {"AutoModel": bad}});
+            assert_eq!(
+                auto_map_files(&config),
+                Err(BadReference {
+                    reference: bad.into()
+                }),
+                "{bad}"
+            );
+        }
+        let nested = serde_json::json!({"auto_map": {"AutoModel": "pkg.modeling_x.X"}});
+        assert_eq!(auto_map_files(&nested).unwrap(), ["pkg/modeling_x.py"]);
     }
 
     #[test]

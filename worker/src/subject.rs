@@ -88,6 +88,30 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
     })
 }
 
+/// Why a truth is not the checkpoint of model id `arg`, when it is not: the truth directory's
+/// `truth.json` names another id, or its architectures differ from the bundled snapshot of
+/// `arg`. `None` for a spec path or a truth that agrees (or says nothing either way).
+pub fn identity_mismatch(arg: &str, truth: &Truth) -> anyhow::Result<Option<String>> {
+    if !looks_like_model_id(arg) {
+        return Ok(None);
+    }
+    if let Some(id) = &truth.model_id
+        && id != arg
+    {
+        return Ok(Some(format!("its truth.json says it is `{id}`")));
+    }
+    let theirs = architectures(&truth.config);
+    if let Some(snap) = snapshot::try_load_snapshot(arg)? {
+        let ours = architectures(&snap.config);
+        if !ours.is_empty() && !theirs.is_empty() && !ours.iter().any(|a| theirs.contains(a)) {
+            return Ok(Some(format!(
+                "its config.json is {theirs:?}, but `{arg}` is {ours:?}"
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Truth without forward source (a bundled snapshot) gets the transformers modeling file of its
 /// architecture when one is available locally.
 fn with_native_source(mut truth: Truth) -> Truth {

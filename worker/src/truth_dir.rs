@@ -224,6 +224,13 @@ fn listed_headers(shards_dir: &Path) -> anyhow::Result<Vec<String>> {
 
 /// A shard's header from `shards/<file>.header.json`, or from the real file's first bytes.
 fn read_header(dir: &Path, file: &str, size: Option<u64>) -> anyhow::Result<Option<Header>> {
+    // The name comes from the index: it must not reach outside the directory.
+    if let Err(why) = crate::hub::check_repo_path(file) {
+        bail!(
+            "{}: the index names shard `{file}`, which is not a plain relative path ({why})",
+            dir.display()
+        );
+    }
     let bare = dir.join(SHARDS_DIR).join(format!("{file}{HEADER_SUFFIX}"));
     if bare.exists() {
         let json = std::fs::read(&bare)?;
@@ -313,41 +320,102 @@ pub type DirFiles = BTreeMap<PathBuf, Vec<u8>>;
 /// Writes a whole truth directory at once: into a sibling temp directory, then renamed into
 /// place, so readers never see half a truth and a crash leaves the old one intact.
 pub fn write_dir_atomically(out: &Path, files: &DirFiles) -> anyhow::Result<()> {
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".truth-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("creating a temp dir in {}", parent.display()))?;
+    let staging = Staging::new(out)?;
     for (rel, bytes) in files {
-        let p = tmp.path().join(rel);
+        staging.write(rel, bytes)?;
+    }
+    staging.commit()
+}
+
+/// A truth directory being built: a temp directory next to `out` that files are written into
+/// as they become known (the Hub fetcher writes each shard header while others are in flight),
+/// renamed into place in one step by [`Staging::commit`]. Dropped without a commit, it is
+/// removed: nothing is ever written at `out` but a whole directory.
+pub struct Staging {
+    dir: tempfile::TempDir,
+    out: PathBuf,
+    parent: PathBuf,
+}
+
+impl Staging {
+    pub fn new(out: &Path) -> anyhow::Result<Staging> {
+        let parent = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let dir = tempfile::Builder::new()
+            .prefix(".truth-")
+            .tempdir_in(&parent)
+            .with_context(|| format!("creating a temp dir in {}", parent.display()))?;
+        Ok(Staging {
+            dir,
+            out: out.to_path_buf(),
+            parent,
+        })
+    }
+
+    /// The staging directory itself, for writers that run elsewhere (the fetcher's tasks).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Creates `rel` and its parents inside the staging directory.
+    pub fn create_dir(&self, rel: &Path) -> anyhow::Result<()> {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))
+    }
+
+    /// Writes `rel` (a relative path the caller checked) inside the staging directory. Not
+    /// fsync'ed one by one: [`Staging::commit`] makes the directory durable once.
+    pub fn write(&self, rel: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+        let p = self.dir.path().join(rel);
         if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d)?;
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
-        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
     }
-    let staged = tmp.keep();
-    if out.exists() {
-        let old = parent.join(format!(
-            ".truth-old-{}-{}",
-            std::process::id(),
-            out.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ));
-        std::fs::rename(out, &old)
-            .with_context(|| format!("moving old {} aside", out.display()))?;
-        std::fs::rename(&staged, out)
-            .with_context(|| format!("renaming into {}", out.display()))?;
-        std::fs::remove_dir_all(&old).ok();
-    } else {
-        std::fs::rename(&staged, out)
-            .with_context(|| format!("renaming into {}", out.display()))?;
+
+    /// Moves the staged directory to `out` (an old one there is moved aside and removed), then
+    /// fsyncs the parent directory once so the rename survives a crash.
+    pub fn commit(self) -> anyhow::Result<()> {
+        let Staging { dir, out, parent } = self;
+        let staged = dir.keep();
+        let renamed = if out.exists() {
+            let old = parent.join(format!(
+                ".truth-old-{}-{}",
+                std::process::id(),
+                out.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ));
+            std::fs::rename(&out, &old)
+                .with_context(|| format!("moving old {} aside", out.display()))
+                .and_then(|()| {
+                    match std::fs::rename(&staged, &out) {
+                        Ok(()) => std::fs::remove_dir_all(&old).ok(),
+                        // Put the old truth back rather than leave nothing.
+                        Err(e) => {
+                            std::fs::rename(&old, &out).ok();
+                            return Err(e)
+                                .with_context(|| format!("renaming into {}", out.display()));
+                        }
+                    };
+                    Ok(())
+                })
+        } else {
+            std::fs::rename(&staged, &out)
+                .with_context(|| format!("renaming into {}", out.display()))
+        };
+        if let Err(e) = renamed {
+            std::fs::remove_dir_all(&staged).ok();
+            return Err(e);
+        }
+        std::fs::File::open(&parent)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", parent.display()))
     }
-    Ok(())
 }
 
 /// Writes a truth that has no shard headers (a bundled snapshot) as a truth directory: config,

@@ -691,6 +691,7 @@ fn review_prompts_of_library_models_fit_half_a_200k_window() {
             node_paths: &node_paths,
             previous: None,
             report_errors: None,
+            notes: None,
         })
         .unwrap();
         println!(

@@ -67,6 +67,45 @@ async fn json_report_counts_files_tensors_requests_and_bytes() {
     assert!(files.contains(&"config.json"));
     assert!(files.contains(&"shards/model-00003-of-00003.safetensors.header.json"));
     assert!(files.contains(&"truth.json"));
+    // The test config's model_type has no forward source anywhere: said in the report, not
+    // left for validate to find.
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("no forward source for model_type `harch_test_arch`")
+    );
+    assert_eq!(report["retries"], 0);
+    let t = &report["timings"];
+    for phase in ["resolve_ms", "index_ms", "headers_ms", "local_ms"] {
+        assert!(t[phase].as_f64().is_some_and(|v| v >= 0.0), "{phase}: {t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_report_shows_the_time_split_and_warnings() {
+    let (server, hub) = MockHub::start(Duration::ZERO).await;
+    hub.add_repo("org/sharded", sharded_repo(2));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let output = fetch_cmd(
+        &server.uri(),
+        &["org/sharded", "--no-cache", "--out", out.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stdout.contains("4 tensors"), "{stdout}");
+    assert!(stdout.contains("time: resolve"), "{stdout}");
+    assert!(stdout.contains("0 retries"), "{stdout}");
+    assert!(
+        stderr.contains("warning: no forward source for model_type `harch_test_arch`"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

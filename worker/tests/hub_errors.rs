@@ -148,7 +148,7 @@ async fn rate_limit_is_retried_after_the_servers_delay() {
 }
 
 #[tokio::test]
-async fn server_error_then_success_retries_the_whole_redirect_chain() {
+async fn server_error_then_success_retries_only_the_failed_hop() {
     let (result, reqs, _) = run(
         sharded_repo(1),
         vec![(
@@ -159,8 +159,8 @@ async fn server_error_then_success_retries_the_whole_redirect_chain() {
     .await;
     let report = result.unwrap();
     assert_eq!(report.retries, 1);
-    // API + config + index + (302, 500) + (302, 206).
-    assert_eq!(reqs.len(), 7);
+    // API + config + index + 302 + (500, 206): the redirect is not asked again.
+    assert_eq!(reqs.len(), 6);
 }
 
 #[tokio::test]
@@ -198,8 +198,8 @@ async fn truncated_body_is_retried_then_reported_transient() {
     )
     .await;
     assert_eq!(result.unwrap().retries, 1);
-    assert_eq!(reqs.len(), 7);
-    // Always short: 3 attempts, each a redirect and a short 206.
+    assert_eq!(reqs.len(), 6);
+    // Always short: one redirect, then 3 attempts at the CDN, each a short 206.
     let (result, reqs, _) = run(
         sharded_repo(1),
         vec![(cdn.as_str(), vec![Fault::ShortBody; 3])],
@@ -211,7 +211,7 @@ async fn truncated_body_is_retried_then_reported_transient() {
         "{err}"
     );
     assert!(err.is_transient());
-    assert_eq!(reqs.len(), 3 + 6);
+    assert_eq!(reqs.len(), 3 + 1 + 3);
 }
 
 fn one_shard_repo(shard: MockFile, index_names: &[&str]) -> MockRepo {

@@ -36,7 +36,7 @@ fn repo_of(model_id: &str) -> MockRepo {
         .find(|(n, _)| n.starts_with("modeling_"))
         .map(|(_, t)| t.clone())
         .unwrap_or_default();
-    for file in harch_worker::source::auto_map_files(&truth.config) {
+    for file in harch_worker::source::auto_map_files(&truth.config).expect("auto_map") {
         let text = if file.starts_with("modeling_") {
             modeling.clone()
         } else {

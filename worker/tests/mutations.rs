@@ -36,6 +36,8 @@ struct Mutation {
     find: String,
     replace: String,
     also_patch: Option<Patches>,
+    /// The model spec to validate, when not the one serving the truth's architecture.
+    spec: Option<String>,
     /// The rejecting guard and code; absent for an equivalent rewrite.
     guard: Option<String>,
     code: Option<String>,
@@ -166,7 +168,7 @@ fn check(m: &Mutation, base: &BTreeMap<String, String>, t: &Truth) -> Result<(),
         *text = text.replacen(find.as_str(), replace, 1);
     }
     let repo = Repo::from_files(files);
-    let model = spec_for(&repo, t);
+    let model = m.spec.clone().unwrap_or_else(|| spec_for(&repo, t));
     let (r, a) = harch_guards::validate(&repo, &model, t, &GuardSet::all());
     let got = codes(&r);
     // `HARCH_SHOW_MUTATION=<name>|all` prints what a mutation is rejected with.

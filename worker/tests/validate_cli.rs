@@ -159,3 +159,60 @@ fn a_closed_stdout_is_not_a_panic() {
         );
     }
 }
+
+/// A truth directory holding the bundled snapshot of `id`, recording `recorded` as its model id
+/// (none: no truth.json names it).
+fn truth_dir_of(dir: &Path, id: &str, recorded: Option<&str>) -> PathBuf {
+    let truth = harch_worker::snapshot::load_snapshot(id).unwrap();
+    let out = dir.join(id.replace('/', "__"));
+    let meta = harch_worker::truth_dir::TruthMeta {
+        model_id: recorded.unwrap_or("").into(),
+        ..Default::default()
+    };
+    harch_worker::truth_dir::write_from_truth(&out, &truth, &meta).unwrap();
+    if recorded.is_none() {
+        std::fs::remove_file(out.join("truth.json")).unwrap();
+    }
+    out
+}
+
+#[test]
+fn a_model_id_checked_against_another_models_truth_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // truth.json says which model the directory holds.
+    let qwen = truth_dir_of(dir.path(), "Qwen/Qwen3-8B", Some("Qwen/Qwen3-8B"));
+    let (code, out, err) =
+        validate(&["deepseek-ai/DeepSeek-V3", "--truth", qwen.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("M010") && err.contains("`Qwen/Qwen3-8B`"),
+        "{err}"
+    );
+    // Without truth.json, the architectures of the id's bundled snapshot decide.
+    let bare = truth_dir_of(dir.path(), "meta-llama/Llama-3.1-8B", None);
+    let (code, _, err) = validate(&["Qwen/Qwen3-8B", "--truth", bare.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("LlamaForCausalLM") && err.contains("Qwen3ForCausalLM"),
+        "{err}"
+    );
+    // The matching truth validates, and both reports name the spec file and the truth.
+    let (code, out, err) = validate(&["Qwen/Qwen3-8B", "--truth", qwen.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "checked specs/models/qwen3.yaml against {}",
+            qwen.display()
+        )),
+        "{out}"
+    );
+    let (code, out, _) = validate(&["Qwen/Qwen3-8B", "--truth", qwen.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["spec"], "specs/models/qwen3.yaml");
+    let t = v["truth"].as_str().unwrap();
+    assert!(
+        t.contains(&qwen.display().to_string()) && t.contains("Qwen/Qwen3-8B"),
+        "{t}"
+    );
+}

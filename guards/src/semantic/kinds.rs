@@ -1,11 +1,431 @@
-//! Filled by issue 11.
+//! Kinds from source (codes M020–M029): what kind of norm, activation and rotary layout each
+//! component uses is read from the forward source's module skeleton and the config, not from
+//! the names the spec gives its nodes.
+//!
+//! - norms: the module at a norm's checkpoint path is built by some class
+//!   (`self.input_layernorm = Qwen3RMSNorm(...)`); that class normalizes by RMS or by mean and
+//!   variance;
+//! - activations: the MLP classes' `ACT2FN[config.hidden_act]` (or a literal) names the
+//!   activation; with none in the source, config's `hidden_act`/`hidden_activation` does;
+//! - rotary layout: the rotary function the attention calls (under the config condition the
+//!   source guards it with) rotates halves (`rotate_half`) or interleaved pairs.
+//!
+//! A fact the source does not settle (no such module, two classes that disagree) is not
+//! checked: the guard never guesses.
+
+use std::collections::BTreeSet;
 
 use harch_engine::Analysis;
 use harch_engine::ir::ModelIr;
 
+use super::skeleton::{Skeleton, calls};
 use crate::report::Diagnostic;
 use crate::truth::Truth;
 
-pub fn check(_ir: &ModelIr, _a: &Analysis, _truth: &Truth) -> Vec<Diagnostic> {
-    Vec::new()
+pub mod code {
+    /// A norm op of another kind (RMSNorm vs LayerNorm) than the class the source builds.
+    pub const NORM_KIND: &str = "M020";
+    /// An MLP activation other than the one config and the source's ACT2FN use name.
+    pub const ACTIVATION: &str = "M021";
+    /// A rotary op with another channel layout (halves vs interleaved pairs) than the source's.
+    pub const ROPE_LAYOUT: &str = "M022";
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum NormKind {
+    Rms,
+    Layer,
+}
+
+impl NormKind {
+    fn op(self) -> &'static str {
+        match self {
+            NormKind::Rms => "rmsnorm",
+            NormKind::Layer => "layernorm",
+        }
+    }
+}
+
+pub fn check(_ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+    if truth.sources.is_empty() {
+        return Vec::new();
+    }
+    let sk = Skeleton::read(&truth.sources);
+    let mut out = norms(a, truth, &sk);
+    out.extend(activations(a, truth, &sk));
+    out.extend(rope_layout(a, truth, &sk));
+    out
+}
+
+fn once(seen: &mut BTreeSet<String>, d: Diagnostic, out: &mut Vec<Diagnostic>) {
+    let l = &d.location;
+    if seen.insert(format!("{}{:?}{}{}", d.code, l.file, l.line, l.column)) {
+        out.push(d);
+    }
+}
+
+fn norm_kind(sk: &Skeleton, ctor: &str) -> Option<NormKind> {
+    let base = ctor.rsplit('.').next().unwrap_or(ctor);
+    if sk.classes.contains_key(ctor) {
+        let lineage = sk.lineage(ctor);
+        if lineage
+            .iter()
+            .any(|b| b == "nn.LayerNorm" || b == "LayerNorm")
+        {
+            return Some(NormKind::Layer);
+        }
+        if lineage.iter().any(|b| b == "nn.RMSNorm" || b == "RMSNorm") {
+            return Some(NormKind::Rms);
+        }
+        let text = sk.class_text(ctor);
+        if text.contains("layer_norm(") || text.contains("- mean") || text.contains("-mean") {
+            return Some(NormKind::Layer);
+        }
+        if text.contains("rsqrt") || text.contains("pow(2).mean") {
+            return Some(NormKind::Rms);
+        }
+    }
+    if base.contains("RMSNorm") || base.contains("RmsNorm") {
+        Some(NormKind::Rms)
+    } else if base.contains("LayerNorm") {
+        Some(NormKind::Layer)
+    } else {
+        None
+    }
+}
+
+fn root_class(truth: &Truth) -> String {
+    truth
+        .config
+        .get("architectures")
+        .and_then(|v| v.get(0))
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// M020: each norm's checkpoint module is built by a class of the same kind.
+fn norms(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let root = root_class(truth);
+    for w in &a.weights {
+        let n = &a.nodes[w.node];
+        let got = match n.op.as_str() {
+            "rmsnorm" => NormKind::Rms,
+            "layernorm" => NormKind::Layer,
+            _ => continue,
+        };
+        if w.leaf != "weight" {
+            continue;
+        }
+        let Some((module, _)) = w.name.rsplit_once('.') else {
+            continue;
+        };
+        let ctors = sk.module_ctors(&root, module);
+        let kinds: BTreeSet<(NormKind, &str)> = ctors
+            .iter()
+            .filter_map(|c| norm_kind(sk, c).map(|k| (k, *c)))
+            .collect();
+        let distinct: BTreeSet<NormKind> = kinds.iter().map(|(k, _)| *k).collect();
+        if distinct.len() != 1 {
+            continue;
+        }
+        let (want, class) = kinds.iter().next().copied().expect("one kind");
+        if want != got {
+            once(
+                &mut seen,
+                Diagnostic::new(
+                    "semantic",
+                    code::NORM_KIND,
+                    format!(
+                        "`{}` is a {} but the source builds `{module}` as `{class}`, a {}",
+                        n.id,
+                        got.op(),
+                        want.op()
+                    ),
+                    n.loc.clone(),
+                )
+                .hint(format!(
+                    "use `op: {}` as the source's `{class}` does (an RMSNorm has no mean subtraction and no bias)",
+                    want.op()
+                )),
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// The activation family a name belongs to (`swiglu` is SiLU-gated, `gelu_pytorch_tanh` a GELU).
+fn act_family(name: &str) -> String {
+    let n = name.trim().trim_matches(['"', '\'']).to_ascii_lowercase();
+    match n.as_str() {
+        "silu" | "swish" | "swiglu" | "clamped_swiglu" => "silu".into(),
+        "relu" => "relu".into(),
+        "relu2" | "relu_squared" | "relu2_squared" => "relu2".into(),
+        s if s.starts_with("gelu") || s == "geglu" => "gelu".into(),
+        s => s.into(),
+    }
+}
+
+/// The activation config and source agree on for MLPs, with where it was read.
+fn expected_activation(truth: &Truth, sk: &Skeleton) -> Option<(String, String)> {
+    let config_str = |k: &str| truth.config.get(k).and_then(|v| v.as_str());
+    let mut found: BTreeSet<(String, String)> = BTreeSet::new();
+    for (name, c) in &sk.classes {
+        let mlp = ["MLP", "Mlp", "Expert", "FeedForward", "FFN"]
+            .iter()
+            .any(|m| name.contains(m));
+        if !mlp {
+            continue;
+        }
+        let mut rest = c.body.as_str();
+        while let Some(at) = rest.find("ACT2FN[") {
+            let inner = &rest[at + 7..];
+            let Some(end) = inner.find(']') else { break };
+            let key = inner[..end].trim();
+            rest = &inner[end..];
+            let key = key
+                .strip_prefix("self.config.")
+                .or_else(|| key.strip_prefix("config."));
+            let (act, from) = match key {
+                Some(k) => match config_str(k) {
+                    Some(v) => (
+                        v.to_string(),
+                        format!("config `{k}` via `ACT2FN` in `{name}`"),
+                    ),
+                    None => continue,
+                },
+                None => {
+                    let lit = inner[..end].trim();
+                    if !(lit.starts_with('"') || lit.starts_with('\'')) {
+                        continue;
+                    }
+                    (lit.to_string(), format!("`ACT2FN[{lit}]` in `{name}`"))
+                }
+            };
+            found.insert((act_family(&act), from));
+        }
+    }
+    let families: BTreeSet<&String> = found.iter().map(|(f, _)| f).collect();
+    match families.len() {
+        1 => found.into_iter().next(),
+        0 => ["hidden_act", "hidden_activation"].iter().find_map(|k| {
+            config_str(k).map(|v| (act_family(v), format!("config `{k}` = \"{v}\"")))
+        }),
+        _ => None,
+    }
+}
+
+/// M021: the activation of every MLP is the configured one.
+fn activations(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let Some((want, from)) = expected_activation(truth, sk) else {
+        return out;
+    };
+    let mut seen = BTreeSet::new();
+    for n in &a.nodes {
+        if !n.role.starts_with("ffn") {
+            continue;
+        }
+        let got = match n.op.as_str() {
+            "silu" | "gelu" | "relu" => n.op.clone(),
+            "glu" => match n.args.get("act") {
+                Some(v) => v.text.clone(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if act_family(&got) != want {
+            once(
+                &mut seen,
+                Diagnostic::new(
+                    "semantic",
+                    code::ACTIVATION,
+                    format!(
+                        "MLP activation `{}` is {got}, but {from} makes it {want}",
+                        n.id
+                    ),
+                    n.loc.clone(),
+                )
+                .hint(format!(
+                    "use the {want} activation the MLP applies (`op: {want}`, or `act:` of a glu)"
+                )),
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Layout {
+    Half,
+    Interleaved,
+}
+
+impl Layout {
+    fn say(self) -> &'static str {
+        match self {
+            Layout::Half => "rotate_half (first and second halves)",
+            Layout::Interleaved => "interleaved (adjacent pairs)",
+        }
+    }
+}
+
+fn is_rotary_fn(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.contains("rotary") || l.contains("rope")
+}
+
+/// How a rotary function pairs channels, following its calls three deep.
+fn layout_of(sk: &Skeleton, f: &str, depth: usize) -> Option<Layout> {
+    if f.to_ascii_lowercase().contains("interleave") {
+        return Some(Layout::Interleaved);
+    }
+    let body = sk.functions.get(f)?;
+    if body.contains("view_as_complex") {
+        return Some(Layout::Interleaved);
+    }
+    if body.contains("rotate_half") || body.contains("torch.chunk(") || body.contains("// 2]") {
+        return Some(Layout::Half);
+    }
+    if depth == 0 {
+        return None;
+    }
+    calls(body)
+        .into_iter()
+        .filter(|g| *g != f && sk.functions.contains_key(g))
+        .find_map(|g| layout_of(sk, g, depth - 1))
+}
+
+/// Whether config (or the configuration class's default) makes `key` true.
+fn config_truthy(truth: &Truth, sk: &Skeleton, key: &str) -> Option<bool> {
+    match truth.config.get(key) {
+        Some(serde_json::Value::Bool(b)) => Some(*b),
+        Some(serde_json::Value::Number(n)) => Some(n.as_f64() != Some(0.0)),
+        Some(serde_json::Value::Null) | None => match sk.config_defaults.get(key).copied() {
+            Some("True") => Some(true),
+            Some("False") | Some("None") => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The `config.<key>` an `if` line tests, when it tests exactly one.
+fn tested_key(line: &str) -> Option<&str> {
+    let t = line.trim();
+    let cond = t.strip_prefix("if ")?.strip_suffix(':').or_else(|| {
+        t.strip_prefix("if ")
+            .and_then(|s| s.split_once(':').map(|(c, _)| c))
+    })?;
+    let at = cond.find("config.")?;
+    let key = &cond[at + 7..];
+    let end = key
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(key.len());
+    (cond.trim_start_matches("self.").trim() == format!("config.{}", &key[..end]))
+        .then_some(&key[..end])
+}
+
+/// The layout of the rotary calls the forward code makes under the config it runs with.
+fn expected_layout(truth: &Truth, sk: &Skeleton) -> Option<(Layout, String)> {
+    let mut found: BTreeSet<(Layout, String)> = BTreeSet::new();
+    for (j, (ind, line)) in sk.lines.iter().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("def ") || t.starts_with('#') {
+            continue;
+        }
+        for f in calls(line) {
+            if !is_rotary_fn(f) || !sk.functions.contains_key(f) {
+                continue;
+            }
+            // The block the call sits in: an `if config.x:` or its `else:` applies only when
+            // config says so.
+            let mut applies = true;
+            let mut why = String::new();
+            let opener = sk.lines[..j]
+                .iter()
+                .rposition(|(i, l)| *i < *ind && !l.trim().is_empty());
+            if let Some(o) = opener {
+                let (oi, ol) = sk.lines[o];
+                let ot = ol.trim();
+                let test = if ot.starts_with("if ") {
+                    tested_key(ot).map(|k| (k, true))
+                } else if ot == "else:" {
+                    sk.lines[..o]
+                        .iter()
+                        .rev()
+                        .find(|(i, l)| *i == oi && !l.trim().is_empty())
+                        .and_then(|(_, l)| tested_key(l))
+                        .map(|k| (k, false))
+                } else {
+                    None
+                };
+                if let Some((k, when)) = test {
+                    match config_truthy(truth, sk, k) {
+                        Some(v) => {
+                            applies = v == when;
+                            why = format!(" (config `{k}` is {v})");
+                        }
+                        None => continue,
+                    }
+                }
+            }
+            if applies && let Some(l) = layout_of(sk, f, 3) {
+                found.insert((l, format!("`{f}`{why}")));
+            }
+        }
+    }
+    let layouts: BTreeSet<Layout> = found.iter().map(|(l, _)| *l).collect();
+    if layouts.len() == 1 {
+        found.into_iter().next()
+    } else {
+        None
+    }
+}
+
+/// M022: every rotary op pairs channels as the source's rotary function does.
+fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let Some((want, from)) = expected_layout(truth, sk) else {
+        return out;
+    };
+    let mut seen = BTreeSet::new();
+    for n in a.nodes.iter().filter(|n| n.op == "rope") {
+        let interleaved = n
+            .args
+            .get("interleaved")
+            .map(|v| v.int.map(|i| i != 0).unwrap_or(v.text == "true"))
+            .unwrap_or(false);
+        let got = if interleaved {
+            Layout::Interleaved
+        } else {
+            Layout::Half
+        };
+        if got != want {
+            once(
+                &mut seen,
+                Diagnostic::new(
+                    "semantic",
+                    code::ROPE_LAYOUT,
+                    format!(
+                        "rope `{}` pairs channels {} but the source applies {from}, {}",
+                        n.id,
+                        got.say(),
+                        want.say()
+                    ),
+                    n.loc.clone(),
+                )
+                .hint(format!(
+                    "set `interleaved: {}` on the rope op",
+                    want == Layout::Interleaved
+                )),
+                &mut out,
+            );
+        }
+    }
+    out
 }

@@ -6,19 +6,21 @@
 //! Codes M001–M049 are config bindings, kinds from source and truth identity (`bindings`,
 //! `kinds`); M050–M099 are decode-time dataflow, cache/state dtypes and liveness (`dataflow`).
 
-mod bindings;
+pub mod bindings;
 mod dataflow;
 mod kinds;
+mod skeleton;
 
 use harch_engine::Analysis;
 use harch_engine::ir::ModelIr;
+use harch_engine::load::ConfigKeys;
 
 use crate::report::Diagnostic;
 use crate::truth::Truth;
 
 /// Every semantic check over one evaluation.
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
-    let mut out = bindings::check(ir, a, truth);
+pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
+    let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
     out.extend(dataflow::check(ir, a, truth));
     out

@@ -17,7 +17,8 @@ pub struct Args {
     /// Truth directory to write [default: .harch/truth/<org>__<name>].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Print a JSON report (files, tensors, requests, bytes) instead of text; no progress bar.
+    /// Print a JSON report (files, tensors, requests, bytes, retries, warnings, time by phase)
+    /// instead of text; no progress bar.
     #[arg(long)]
     pub json: bool,
     /// Serve from the bundled snapshot (also when HF_HUB_OFFLINE=1).
@@ -29,6 +30,9 @@ pub struct Args {
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// Limit on the whole fetch in seconds, retries and waits included (0: none).
+    #[arg(long, default_value_t = 600)]
+    pub deadline: u64,
     /// Content-addressed cache directory [default: $HARCH_CACHE_DIR or ~/.cache/harch/hub].
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -47,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     opts.offline |= args.offline;
     opts.concurrency = args.concurrency.max(1);
     opts.timeout = Duration::from_secs(args.timeout.max(1));
+    opts.deadline = (args.deadline > 0).then(|| Duration::from_secs(args.deadline));
     opts.progress = !args.json;
     if args.no_cache {
         opts.cache_dir = None;
@@ -71,17 +76,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     report.out.display()
                 );
                 outln!(
-                    "{} requests, {} bytes transferred, {} retries, {} ms ({})",
+                    "{} requests, {} bytes transferred, {} retries ({} rate-limited), {} ms ({})",
                     report.requests,
                     report.bytes_transferred,
                     report.retries,
+                    report.rate_limited,
                     report.elapsed_ms,
                     report.origin
                 );
-                if report.source_origin.is_none() {
-                    eprintln!(
-                        "warning: no forward source found; run scripts/fetch-transformers-src or set HARCH_TRANSFORMERS_SRC"
-                    );
+                let t = &report.timings;
+                outln!(
+                    "time: resolve {:.1} ms, index {:.1} ms, headers {:.1} ms, local work {:.1} ms",
+                    t.resolve_ms,
+                    t.index_ms,
+                    t.headers_ms,
+                    t.local_ms
+                );
+                for w in &report.warnings {
+                    eprintln!("warning: {w}");
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -131,6 +131,9 @@ fn detail(rec: &JobRecord) -> String {
             (serde_json::Value::Object(m), Some(_)) => {
                 let mut rest = m.clone();
                 rest.remove("attempts");
+                // A review's every claim is in its artifacts and `status --json`; the line
+                // keeps the verdict and its counts.
+                rest.remove("checked");
                 out += &format!("  {}", serde_json::Value::Object(rest));
             }
             (summary, _) => out += &format!("  {summary}"),

@@ -37,7 +37,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let guards = guards.map_err(|e| crate::cli::usage(anyhow::anyhow!(e)))?;
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
-    let (report, _) = harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    if let Some(dir) = &args.truth
+        && let Some(why) = subject::identity_mismatch(&args.spec, &s.truth)?
+    {
+        return Err(crate::cli::usage(anyhow::anyhow!(
+            "M010: `{}` is not the model in {}: {why}; pass the truth directory fetched for it (`harch-worker fetch {} --out DIR`)",
+            args.spec,
+            dir.display(),
+            args.spec
+        )));
+    }
+    let (mut report, _) =
+        harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    report.truth = Some(match report.truth.take() {
+        Some(id) if !s.truth_origin.contains(&id) => format!("{} ({id})", s.truth_origin),
+        _ => s.truth_origin.clone(),
+    });
     if args.json {
         crate::cli::out::print_json(&report)?;
     } else {
@@ -69,8 +84,9 @@ pub fn render(r: &Report, origin: &str, spec: Option<&std::path::Path>) -> Strin
         }
     }
     let s = &r.summary;
+    let checked = r.spec.as_deref().unwrap_or("the spec");
     out.push_str(&format!(
-        "guards: {}\nchecked against {origin}: {} of {} checkpoint tensors matched; spec {} bytes, checkpoint {} bytes, diff {:+}\n",
+        "guards: {}\nchecked {checked} against {origin}: {} of {} checkpoint tensors matched; spec {} bytes, checkpoint {} bytes, diff {:+}\n",
         if r.guards.is_empty() { "none".to_string() } else { r.guards.join(", ") },
         s.matched_tensors,
         s.checkpoint_tensors,

@@ -34,6 +34,15 @@ pub enum FetchError {
         file: String,
         message: String,
     },
+    #[error(
+        "{file} in `{repo}` names `{name}`, which is not a plain relative path inside the repository ({why}); nothing was written"
+    )]
+    UnsafeName {
+        repo: String,
+        file: String,
+        name: String,
+        why: String,
+    },
     #[error("HTTP {status} from {url} (after {attempts} attempts)")]
     Http {
         url: String,
@@ -45,6 +54,15 @@ pub enum FetchError {
         url: String,
         message: String,
         attempts: u32,
+    },
+    #[error(
+        "the fetch of `{repo}` passed its {secs} s deadline ({requests} requests, {retries} retries)"
+    )]
+    Deadline {
+        repo: String,
+        secs: u64,
+        requests: u64,
+        retries: u64,
     },
     #[error("offline, and no bundled snapshot of `{model_id}` (snapshots: {available})")]
     NoSnapshot { model_id: String, available: String },
@@ -69,7 +87,7 @@ impl FetchError {
     /// persisted through the retries. Everything else needs a person (or never succeeds).
     pub fn is_transient(&self) -> bool {
         match self {
-            FetchError::Network { .. } => true,
+            FetchError::Network { .. } | FetchError::Deadline { .. } => true,
             FetchError::Http { status, .. } => *status == 429 || *status >= 500,
             _ => false,
         }

@@ -1,5 +1,12 @@
 //! The fetch itself: revision → sha, then config, index, shard headers and remote code at that
 //! sha, validated with the guards' parsers and written as one truth directory.
+//!
+//! Local work overlaps the network: each shard header is parsed and checked as it arrives and
+//! written into the staging directory while the other requests are in flight; once the whole
+//! checkpoint has been checked (the index against every header), the staging directory is
+//! renamed into place in one step. Every name the repository supplies (index shard names,
+//! `auto_map` modules) is checked to be a plain relative path before it becomes a URL or a
+//! file name, so nothing is ever written outside the staging directory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,14 +18,15 @@ use harch_guards::truth::header::Header;
 use harch_guards::truth::index::{self, Index};
 use tokio::task::JoinSet;
 
-use super::cache::Cache;
+use super::cache::{Cache, Miss};
 use super::client::{Hub, Target};
 use super::error::FetchError;
 use super::headers::{DEFAULT_GUESS, ShardHeader, fetch_header, guess_from_names};
-use super::{FetchOptions, FetchReport};
+use super::names::check_repo_path;
+use super::{FetchOptions, FetchReport, Timings};
 use crate::snapshot;
 use crate::source;
-use crate::truth_dir::{self, DirFiles, FileRecord, TruthMeta};
+use crate::truth_dir::{self, FileRecord, Staging, TruthMeta};
 
 /// Fetches the truth of `opts.model_id` at `opts.revision` into `opts.out`.
 pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError> {
@@ -34,37 +42,61 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         opts.concurrency,
         opts.timeout,
         opts.retry.clone(),
+        opts.deadline,
     )?);
+    let fetch = fetch_online(opts, &hub, started);
+    match opts.deadline {
+        // Dropping the fetch drops its staging directory: nothing is left behind.
+        Some(limit) => tokio::time::timeout(limit, fetch)
+            .await
+            .unwrap_or_else(|_| {
+                Err(FetchError::Deadline {
+                    repo: opts.model_id.clone(),
+                    secs: limit.as_secs(),
+                    requests: hub.stats.requests.load(Ordering::Relaxed),
+                    retries: hub.stats.retries.load(Ordering::Relaxed),
+                })
+            }),
+        None => fetch.await,
+    }
+}
+
+async fn fetch_online(
+    opts: &FetchOptions,
+    hub: &Arc<Hub>,
+    started: Instant,
+) -> Result<FetchReport, FetchError> {
     let cache = opts.cache_dir.clone().map(Cache::new);
+    let mut warnings: Vec<String> = Vec::new();
     if is_sha(&opts.revision)
-        && let Some(report) = from_cache(opts, &hub, cache.as_ref(), &opts.revision, started)?
+        && let Some(report) = from_cache(
+            opts,
+            hub,
+            cache.as_ref(),
+            &opts.revision,
+            started,
+            &mut warnings,
+        )?
     {
         return Ok(report);
     }
-    let (sha, siblings) = resolve_revision(&hub, &opts.revision).await?;
-    if let Some(report) = from_cache(opts, &hub, cache.as_ref(), &sha, started)? {
+    let (sha, siblings) = resolve_revision(hub, &opts.revision).await?;
+    if let Some(report) = from_cache(opts, hub, cache.as_ref(), &sha, started, &mut warnings)? {
         return Ok(report);
     }
+    let resolved = Instant::now();
     let has = |f: &str| siblings.as_ref().is_none_or(|s| s.contains(f));
 
-    // Independent of each other: one round trip for the three.
-    let (want_generation, want_index) = (has(truth_dir::GENERATION_CONFIG), has(truth_dir::INDEX));
-    let (config, generation, index_file) = tokio::join!(
-        fetch_file(&hub, &sha, truth_dir::CONFIG),
-        async {
-            match want_generation {
-                true => fetch_optional(&hub, &sha, truth_dir::GENERATION_CONFIG).await,
-                false => Ok(None),
-            }
-        },
-        async {
-            match want_index {
-                true => fetch_optional(&hub, &sha, truth_dir::INDEX).await,
-                false => Ok(None),
-            }
-        },
-    );
-    let (config, generation, index_file) = (config?, generation?, index_file?);
+    // Independent of each other: one round trip for both. (generation_config.json is not
+    // fetched: nothing downstream reads it.)
+    let want_index = has(truth_dir::INDEX);
+    let (config, index_file) = tokio::join!(fetch_file(hub, &sha, truth_dir::CONFIG), async {
+        match want_index {
+            true => fetch_optional(hub, &sha, truth_dir::INDEX).await,
+            false => Ok(None),
+        }
+    },);
+    let (config, index_file) = (config?, index_file?);
     let config_json: serde_json::Value =
         serde_json::from_slice(&config.body).map_err(|e| FetchError::Invalid {
             repo: opts.model_id.clone(),
@@ -94,11 +126,20 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
             message: "weight_map lists no tensors".into(),
         });
     }
+    let unsafe_name = |file: &str, name: &str, why: &str| FetchError::UnsafeName {
+        repo: opts.model_id.clone(),
+        file: file.to_string(),
+        name: name.to_string(),
+        why: why.to_string(),
+    };
     let plan: Vec<(String, u64)> = match &index {
         Some(idx) => {
             let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for (tensor, file) in idx.entries() {
                 names.entry(file).or_default().push(tensor);
+            }
+            for file in names.keys() {
+                check_repo_path(file).map_err(|why| unsafe_name(truth_dir::INDEX, file, why))?;
             }
             names
                 .into_iter()
@@ -108,20 +149,52 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         None => vec![(truth_dir::SINGLE_FILE.to_string(), DEFAULT_GUESS)],
     };
     let remote_code: Vec<String> = if source::needs_remote_code(&config_json) {
-        source::auto_map_files(&config_json)
-            .into_iter()
-            .filter(|f| has(f))
-            .collect()
+        let files = source::auto_map_files(&config_json).map_err(|e| {
+            unsafe_name(
+                truth_dir::CONFIG,
+                &e.reference,
+                "auto_map must name `module.Class` with a dotted Python module name",
+            )
+        })?;
+        for file in &files {
+            check_repo_path(file).map_err(|why| unsafe_name(truth_dir::CONFIG, file, why))?;
+        }
+        files.into_iter().filter(|f| has(f)).collect()
     } else {
         Vec::new()
     };
+
+    let staging = Staging::new(&opts.out).map_err(|e| io_error(&opts.out, e))?;
+    let header_rel = |file: &str| -> PathBuf {
+        Path::new(truth_dir::SHARDS_DIR).join(format!("{file}{}", truth_dir::HEADER_SUFFIX))
+    };
+    // Directories first, so that a task still running after a failed fetch dropped the staging
+    // directory cannot bring any of it back.
+    let dirs: BTreeSet<PathBuf> = plan
+        .iter()
+        .filter_map(|(file, _)| header_rel(file).parent().map(Path::to_path_buf))
+        .collect();
+    for d in dirs {
+        staging.create_dir(&d).map_err(|e| io_error(&opts.out, e))?;
+    }
+    let planned = Instant::now();
 
     let bar = progress_bar(opts.progress, plan.len());
     let mut tasks: JoinSet<Result<ShardHeader, FetchError>> = JoinSet::new();
     for (file, guess) in plan {
         let hub = hub.clone();
         let sha = sha.clone();
-        tasks.spawn(async move { fetch_header(&hub, &sha, &file, guess).await });
+        let dest = staging.path().join(header_rel(&file));
+        tasks.spawn(async move {
+            let h = fetch_header(&hub, &sha, &file, guess).await?;
+            // A header is tens to hundreds of kB into the page cache: cheaper inline than a hop
+            // to the blocking pool. Plain write, no create: see the directories above.
+            std::fs::write(&dest, &h.json).map_err(|e| FetchError::Io {
+                path: dest.clone(),
+                message: e.to_string(),
+            })?;
+            Ok(h)
+        });
     }
     let mut code_tasks: JoinSet<Result<(String, Option<Fetched>), FetchError>> = JoinSet::new();
     for file in remote_code {
@@ -146,12 +219,15 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
             code.insert(file, f.body);
         }
     }
+    let fetched = Instant::now();
 
-    // Validate what was fetched as a whole before anything is written.
-    let parsed: Vec<(String, Header)> = shard_headers
-        .iter()
-        .map(|s| (s.file.clone(), s.header.clone()))
-        .collect();
+    // Validate what was fetched as a whole before the directory is put in place.
+    let mut parsed: Vec<(String, Header)> = Vec::with_capacity(shard_headers.len());
+    let mut shard_files = Vec::with_capacity(shard_headers.len());
+    for s in shard_headers {
+        parsed.push((s.file.clone(), s.header));
+        shard_files.push((s.file, s.etag, s.file_len, s.json));
+    }
     let inventory = index::assemble(index.as_ref(), parsed).map_err(|e| FetchError::Invalid {
         repo: opts.model_id.clone(),
         file: truth_dir::INDEX.into(),
@@ -173,6 +249,8 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         });
         entries.push(Entry {
             key: Cache::key(&sha, repo_path, etag.as_deref(), header_only),
+            // Shard headers are in the staging directory already.
+            staged: header_only,
             rel,
             body,
         });
@@ -185,16 +263,6 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         config.body,
         false,
     );
-    if let Some(g) = generation {
-        push(
-            truth_dir::GENERATION_CONFIG.into(),
-            truth_dir::GENERATION_CONFIG,
-            g.etag,
-            g.size,
-            g.body,
-            false,
-        );
-    }
     if let Some(i) = index_file {
         push(
             truth_dir::INDEX.into(),
@@ -205,21 +273,17 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
             false,
         );
     }
-    for s in shard_headers {
-        let rel = Path::new(truth_dir::SHARDS_DIR).join(format!(
-            "{}{}",
-            s.file,
-            truth_dir::HEADER_SUFFIX
-        ));
-        push(rel, &s.file, s.etag, s.file_len, s.json, true);
+    for (file, etag, file_len, json) in shard_files {
+        push(header_rel(&file), &file, etag, file_len, json, true);
     }
     let source_origin = if code.is_empty() {
-        match source::resolve_native(&config_json) {
+        match native_source(&config_json, &mut warnings) {
             Some(set) => {
                 for (name, text) in set.files {
                     let rel = Path::new(truth_dir::SOURCE_DIR).join(&name);
                     entries.push(Entry {
                         key: String::new(),
+                        staged: false,
                         rel,
                         body: text.into_bytes(),
                     });
@@ -256,12 +320,14 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
         total_bytes: u64::try_from(inventory.total_bytes()).ok(),
         source_origin: source_origin.clone(),
     };
-    let mut files: DirFiles = entries
-        .iter()
-        .map(|e| (e.rel.clone(), e.body.clone()))
-        .collect();
-    files.insert(truth_dir::TRUTH_JSON.into(), to_json(&meta));
-    write_out(&opts.out, &files)?;
+    let io = |e| io_error(&opts.out, e);
+    for e in entries.iter().filter(|e| !e.staged) {
+        staging.write(&e.rel, &e.body).map_err(io)?;
+    }
+    staging
+        .write(Path::new(truth_dir::TRUTH_JSON), &to_json(&meta))
+        .map_err(io)?;
+    staging.commit().map_err(io)?;
     if let Some(cache) = &cache {
         // Native sources come from this machine, not the repo: they are not cached per sha.
         let cached: Vec<(PathBuf, String, &[u8])> = entries
@@ -273,12 +339,57 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
             tracing::warn!("cache write failed: {e}");
         }
     }
-    Ok(report(opts, &hub, "hub", &meta, &files, started))
+    let mut files: Vec<PathBuf> = entries.into_iter().map(|e| e.rel).collect();
+    files.push(truth_dir::TRUTH_JSON.into());
+    files.sort();
+    let timings = Timings {
+        resolve_ms: ms(resolved - started),
+        index_ms: ms(planned - resolved),
+        headers_ms: ms(fetched - planned),
+        local_ms: ms(fetched.elapsed()),
+    };
+    Ok(report(
+        opts, hub, "hub", &meta, &files, warnings, timings, started,
+    ))
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e4).round() / 10.0
+}
+
+fn io_error(out: &Path, e: anyhow::Error) -> FetchError {
+    FetchError::Io {
+        path: out.to_path_buf(),
+        message: format!("{e:#}"),
+    }
+}
+
+/// The native forward source for this config, or a warning saying why there is none (a later
+/// `validate` would only say O003).
+fn native_source(
+    config: &serde_json::Value,
+    warnings: &mut Vec<String>,
+) -> Option<source::SourceSet> {
+    let found = source::resolve_native(config);
+    if found.is_none() {
+        let model_type = config
+            .get("model_type")
+            .and_then(|t| t.as_str())
+            .unwrap_or("(none)");
+        warnings.push(format!(
+            "no forward source for model_type `{model_type}`: no auto_map code in the repo and no transformers source found (looked in {}); run scripts/fetch-transformers-src or set {}; validate will report O003",
+            source::search_description(),
+            source::SRC_ENV
+        ));
+    }
+    found
 }
 
 struct Entry {
     rel: PathBuf,
     key: String,
+    /// Written into the staging directory as it arrived.
+    staged: bool,
     body: Vec<u8>,
 }
 
@@ -353,31 +464,57 @@ fn from_cache(
     cache: Option<&Cache>,
     sha: &str,
     started: Instant,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<FetchReport>, FetchError> {
-    let Some((mut meta, mut files)) = cache.and_then(|c| c.load(&opts.model_id, sha)) else {
+    let Some(cache) = cache else {
         return Ok(None);
     };
+    let (mut meta, mut files) = match cache.load(&opts.model_id, sha) {
+        Ok(hit) => hit,
+        Err(Miss::Absent) => return Ok(None),
+        Err(Miss::Corrupt(why)) => {
+            // Once per fetch: a pinned sha and its resolved form are the same entry.
+            if warnings.is_empty() {
+                warnings.push(format!(
+                    "cache entry for {sha} failed its check and was evicted ({why}); fetched from the Hub"
+                ));
+            }
+            return Ok(None);
+        }
+    };
+    let looked_up = Instant::now();
     meta.requested_revision = Some(opts.revision.clone());
-    if meta.source_origin.as_deref() != Some("repo")
-        && let Ok(config) = serde_json::from_slice::<serde_json::Value>(
+    let mut warnings = std::mem::take(warnings);
+    if meta.source_origin.as_deref() != Some("repo") {
+        let config = serde_json::from_slice::<serde_json::Value>(
             files
                 .get(Path::new(truth_dir::CONFIG))
                 .map(Vec::as_slice)
                 .unwrap_or(b"{}"),
         )
-        && let Some(set) = source::resolve_native(&config)
-    {
-        for (name, text) in set.files {
-            files.insert(
-                Path::new(truth_dir::SOURCE_DIR).join(name),
-                text.into_bytes(),
-            );
+        .unwrap_or_default();
+        meta.source_origin = None;
+        if let Some(set) = native_source(&config, &mut warnings) {
+            for (name, text) in set.files {
+                files.insert(
+                    Path::new(truth_dir::SOURCE_DIR).join(name),
+                    text.into_bytes(),
+                );
+            }
+            meta.source_origin = Some(set.origin);
         }
-        meta.source_origin = Some(set.origin);
     }
     files.insert(truth_dir::TRUTH_JSON.into(), to_json(&meta));
-    write_out(&opts.out, &files)?;
-    Ok(Some(report(opts, hub, "cache", &meta, &files, started)))
+    truth_dir::write_dir_atomically(&opts.out, &files).map_err(|e| io_error(&opts.out, e))?;
+    let names: Vec<PathBuf> = files.keys().cloned().collect();
+    let timings = Timings {
+        resolve_ms: ms(looked_up - started),
+        local_ms: ms(looked_up.elapsed()),
+        ..Timings::default()
+    };
+    Ok(Some(report(
+        opts, hub, "cache", &meta, &names, warnings, timings, started,
+    )))
 }
 
 fn from_snapshot(opts: &FetchOptions, started: Instant) -> Result<FetchReport, FetchError> {
@@ -392,7 +529,8 @@ fn from_snapshot(opts: &FetchOptions, started: Instant) -> Result<FetchReport, F
             message: format!("{e:#}"),
         })?
         .ok_or_else(no_snapshot)?;
-    let source_origin = source::resolve_native(&truth.config).map(|set| {
+    let mut warnings = Vec::new();
+    let source_origin = native_source(&truth.config, &mut warnings).map(|set| {
         truth.sources = set.files;
         set.origin
     });
@@ -434,17 +572,26 @@ fn from_snapshot(opts: &FetchOptions, started: Instant) -> Result<FetchReport, F
         requests: 0,
         bytes_transferred: 0,
         retries: 0,
+        rate_limited: 0,
         source_origin,
+        warnings,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        timings: Timings {
+            local_ms: ms(started.elapsed()),
+            ..Timings::default()
+        },
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     opts: &FetchOptions,
     hub: &Hub,
     origin: &str,
     meta: &TruthMeta,
-    files: &DirFiles,
+    files: &[PathBuf],
+    warnings: Vec<String>,
+    timings: Timings,
     started: Instant,
 ) -> FetchReport {
     FetchReport {
@@ -454,11 +601,11 @@ fn report(
         out: opts.out.clone(),
         origin: origin.into(),
         files: files
-            .keys()
+            .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect(),
         shards: files
-            .keys()
+            .iter()
             .filter(|p| p.starts_with(truth_dir::SHARDS_DIR))
             .count(),
         tensors: meta.tensor_count.unwrap_or(0),
@@ -466,16 +613,12 @@ fn report(
         requests: hub.stats.requests.load(Ordering::Relaxed),
         bytes_transferred: hub.stats.bytes.load(Ordering::Relaxed),
         retries: hub.stats.retries.load(Ordering::Relaxed),
+        rate_limited: hub.stats.rate_limited.load(Ordering::Relaxed),
         source_origin: meta.source_origin.clone(),
+        warnings,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        timings,
     }
-}
-
-fn write_out(out: &Path, files: &DirFiles) -> Result<(), FetchError> {
-    truth_dir::write_dir_atomically(out, files).map_err(|e| FetchError::Io {
-        path: out.to_path_buf(),
-        message: format!("{e:#}"),
-    })
 }
 
 fn to_json(meta: &TruthMeta) -> Vec<u8> {

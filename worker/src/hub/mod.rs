@@ -15,6 +15,7 @@ mod client;
 mod error;
 mod fetch;
 mod headers;
+mod names;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +25,7 @@ pub use client::RetryPolicy;
 pub use error::FetchError;
 pub use fetch::fetch_truth;
 pub use headers::{DEFAULT_GUESS, ENTRY_OVERHEAD, HEADER_SLACK, guess_from_names};
+pub use names::check_repo_path;
 
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
@@ -46,6 +48,8 @@ pub struct FetchOptions {
     /// Limit on one request, connect to last byte.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// Limit on the whole fetch, retries and waits included; None for no limit.
+    pub deadline: Option<Duration>,
     /// Draw a bar over shards on stderr (only when it is a terminal).
     pub progress: bool,
 }
@@ -68,13 +72,14 @@ impl FetchOptions {
             concurrency: 64,
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
+            deadline: Some(Duration::from_secs(600)),
             progress: false,
         }
     }
 }
 
 /// What a fetch did; `--json` prints it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FetchReport {
     pub model_id: String,
     pub requested_revision: String,
@@ -92,8 +97,34 @@ pub struct FetchReport {
     pub requests: u64,
     /// Response body bytes received.
     pub bytes_transferred: u64,
+    /// Requests sent again after a transient failure (each hop retried on its own).
     pub retries: u64,
+    /// Of the retries, answers 429 (Too Many Requests).
+    #[serde(default)]
+    pub rate_limited: u64,
     /// Where the forward source came from (`repo` for remote code), if any was found.
     pub source_origin: Option<String>,
+    /// What the fetch could not do that a later step will miss (no forward source, a cache entry
+    /// that failed its check).
+    #[serde(default)]
+    pub warnings: Vec<String>,
     pub elapsed_ms: u64,
+    /// Where the time went.
+    #[serde(default)]
+    pub timings: Timings,
+}
+
+/// The fetch's wall time by phase, in milliseconds. Phases overlap only where noted.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Timings {
+    /// Revision → commit sha (one API request), or the cache lookup for a pinned sha.
+    pub resolve_ms: f64,
+    /// config.json and the index (fetched together) and planning the header requests.
+    pub index_ms: f64,
+    /// From the first header request to the last header (and remote code) in hand; each
+    /// header is parsed, checked and written into the staging directory as it arrives.
+    pub headers_ms: f64,
+    /// After the last response: the whole-checkpoint checks, the remaining files, the rename
+    /// into place, the cache.
+    pub local_ms: f64,
 }

@@ -8,10 +8,11 @@ use anyhow::bail;
 
 use super::stage::{Stage, StageError, split_stage_name};
 use super::stages::{
-    fetch::FetchStage, generate::GenerateStage, probe, publish::PublishStage, verify::VerifyStage,
+    fetch::FetchStage, fix::FixStage, generate::GenerateStage, probe, publish::PublishStage,
+    review::ReviewStage, verify::VerifyStage,
 };
 
-/// The pipeline's stages, in order. Later issues register generate, review, fix and publish.
+/// The pipeline's stages, in order.
 pub const PIPELINE: [&str; 6] = ["fetch", "generate", "verify", "review", "fix", "publish"];
 
 /// What a pipeline stage reads that an earlier stage of the same job writes: a selection with
@@ -49,6 +50,8 @@ impl StageRegistry {
         r.register("fetch", Arc::new(FetchStage));
         r.register("generate", Arc::new(GenerateStage));
         r.register("verify", Arc::new(VerifyStage));
+        r.register("review", Arc::new(ReviewStage));
+        r.register("fix", Arc::new(FixStage));
         r.register("publish", Arc::new(PublishStage));
         r.register("noop", Arc::new(probe::Noop));
         r.register("sleep", Arc::new(probe::Sleep));
@@ -187,11 +190,14 @@ mod tests {
     }
 
     #[test]
-    fn planned_stages_fail_permanently_until_registered() {
+    fn every_pipeline_stage_is_built_in_and_unknown_ones_fail_permanently() {
         let r = StageRegistry::builtin();
-        match r.get("review") {
-            Err(StageError::Permanent(m)) => assert!(m.contains("review"), "{m}"),
-            _ => panic!("review should not be available yet"),
+        for stage in PIPELINE {
+            assert!(r.get(stage).is_ok(), "{stage} is not registered");
+        }
+        match r.get("lint") {
+            Err(StageError::Permanent(m)) => assert!(m.contains("lint"), "{m}"),
+            _ => panic!("an unknown stage should fail permanently"),
         }
         assert!(r.get("sleep:5").is_ok());
     }

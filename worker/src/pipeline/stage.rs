@@ -75,8 +75,7 @@ impl StageContext {
 }
 
 /// A pipeline stage. Implementations are registered by name in a
-/// [`StageRegistry`](super::registry::StageRegistry); later issues add generate, review, fix and
-/// publish this way.
+/// [`StageRegistry`](super::registry::StageRegistry).
 pub trait Stage: Send + Sync {
     /// Runs the stage once. Must be safe to run again after a crash: it starts from an empty
     /// `out_dir`, and any effect outside it must be idempotent (look before you create).

@@ -21,7 +21,24 @@ pub struct Settings {
     pub stages: StageSettings,
     pub retry: RetrySettings,
     pub agent: AgentSettings,
+    #[serde(default)]
+    pub review: ReviewSettings,
     pub publish: PublishSettings,
+}
+
+/// The review and fix stages.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewSettings {
+    /// Fix-and-review rounds after a NO_PASS review: each runs the fix agent on the verified
+    /// findings (when there are any) and reviews the spec again.
+    pub rounds: u32,
+}
+
+impl Default for ReviewSettings {
+    fn default() -> Self {
+        ReviewSettings { rounds: 2 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -355,6 +372,7 @@ impl Settings {
             num
         );
         over!("HARCH_SANDBOX_USER", self.agent.sandbox_user, text);
+        over!("HARCH_REVIEW_ROUNDS", self.review.rounds, num);
         over!("HARCH_CLAUDE_BIN", self.agent.claude_bin, text);
         over!("HARCH_CODEX_BIN", self.agent.codex_bin, text);
         over!("HARCH_KIMI_BIN", self.agent.kimi_bin, text);
@@ -426,16 +444,17 @@ impl Settings {
         if self.agent.timeout_s == 0 {
             bail!("agent.timeout_s must be at least 1");
         }
-        let need = self.agent_stage_timeout_s();
         for stage in AGENT_STAGES {
+            let need = self.agent_stage_need_s(stage);
             if let Some(&set) = self.stages.timeout_s.get(stage)
                 && set < need
             {
                 bail!(
                     "stages.timeout_s.{stage} = {set} s cannot hold its agent runs: it must be at least \
-                     agent.attempts ({}) × (agent.timeout_s ({}) + {AGENT_RUN_OVERHEAD_S}) + {AGENT_STAGE_MARGIN_S} = {need} s, \
+                     {} × agent.attempts ({}) × (agent.timeout_s ({}) + {AGENT_RUN_OVERHEAD_S}) + {AGENT_STAGE_MARGIN_S} = {need} s, \
                      or the stage times out during a run and the run is lost; raise it, or remove it \
                      to have it derived",
+                    self.agent_loops(stage),
                     self.agent.attempts,
                     self.agent.timeout_s
                 );
@@ -485,17 +504,32 @@ impl Settings {
     pub fn stage_timeout(&self, stage: &str) -> Duration {
         let secs = match self.stages.timeout_s.get(stage) {
             Some(&s) => s,
-            None if AGENT_STAGES.contains(&stage) => self.agent_stage_timeout_s(),
+            None if AGENT_STAGES.contains(&stage) => self.agent_stage_need_s(stage),
             None => self.stages.default_timeout_s,
         };
         Duration::from_secs(secs)
     }
 
-    /// The least timeout an agent stage needs: every run of its budget at its time limit.
+    /// The least timeout an agent loop needs: every run of its budget at its time limit.
     pub fn agent_stage_timeout_s(&self) -> u64 {
         u64::from(self.agent.attempts)
             .saturating_mul(self.agent.timeout_s.saturating_add(AGENT_RUN_OVERHEAD_S))
             .saturating_add(AGENT_STAGE_MARGIN_S)
+    }
+
+    /// Agent loops one run of `stage` may go through: one, except fix, whose every review
+    /// round is a fix loop and a review loop.
+    pub fn agent_loops(&self, stage: &str) -> u64 {
+        match stage {
+            "fix" => 2 * u64::from(self.review.rounds.max(1)),
+            _ => 1,
+        }
+    }
+
+    /// The least timeout an agent stage needs: every loop it runs at its full budget.
+    pub fn agent_stage_need_s(&self, stage: &str) -> u64 {
+        self.agent_loops(stage)
+            .saturating_mul(self.agent_stage_timeout_s())
     }
 
     /// Backoff before attempt `attempt + 1`, after `attempt` failures (1-based).
@@ -555,7 +589,9 @@ mod tests {
         // 3 × (3600 + 60) + 120: a hanging agent is killed at its own limit, recorded and
         // re-prompted long before the stage's timeout.
         assert_eq!(s.stage_timeout("generate"), Duration::from_secs(11_100));
-        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate"));
+        assert_eq!(s.stage_timeout("review"), s.stage_timeout("generate"));
+        // Fix runs a fix loop and a review loop in each of review.rounds (2) rounds.
+        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate") * 4);
         assert!(s.stage_timeout("generate").as_secs() >= 3 * s.agent.timeout_s);
         s.apply_env(|k| match k {
             "HARCH_AGENT_TIMEOUT_S" => Some("2".into()),
@@ -564,6 +600,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        s.apply_env(|k| (k == "HARCH_REVIEW_ROUNDS").then(|| "3".into()))
+            .unwrap();
+        assert_eq!(s.review.rounds, 3);
+        assert_eq!(s.stage_timeout("fix"), Duration::from_secs(6 * 244));
+        s.stages.timeout_s.insert("fix".into(), 244);
+        let err = s.check().unwrap_err().to_string();
+        assert!(err.contains("stages.timeout_s.fix = 244 s"), "{err}");
+        s.stages.timeout_s.remove("fix");
         // An explicit timeout that cannot hold the runs is refused at start-up, saying why.
         s.stages.timeout_s.insert("generate".into(), 200);
         let err = s.check().unwrap_err().to_string();

@@ -117,15 +117,25 @@ impl Env {
 
     /// Queues the model (fresh) through fetch, generate, verify; returns the job id.
     pub fn enqueue(&self) -> String {
-        let out = self.run(&[
-            "enqueue",
-            "--offline",
-            "--fresh",
-            "--stages",
-            "fetch,generate,verify",
-            MODEL,
-        ]);
+        self.enqueue_stages("fetch,generate,verify", true)
+    }
+
+    /// Queues the model through `stages` (fresh: its library spec hidden from generate).
+    pub fn enqueue_stages(&self, stages: &str, fresh: bool) -> String {
+        let mut args = vec!["enqueue", "--offline"];
+        if fresh {
+            args.push("--fresh");
+        }
+        args.extend(["--stages", stages, MODEL]);
+        let out = self.run(&args);
         String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Runs `stages` for the model to the end and returns the job record.
+    pub fn job_through(&self, stages: &str, fresh: bool) -> Value {
+        let id = self.enqueue_stages(stages, fresh);
+        self.run(&["run", "--once", "--concurrency", "1"]);
+        self.record(&id)
     }
 
     pub fn record(&self, id: &str) -> Value {
@@ -163,7 +173,12 @@ pub fn stage<'a>(rec: &'a Value, name: &str) -> &'a Value {
 }
 
 pub fn attempts(rec: &Value) -> Vec<Value> {
-    stage(rec, "generate")["summary"]["attempts"]
+    stage_attempts(rec, "generate")
+}
+
+/// The agent runs of one stage, as the job record mirrors them.
+pub fn stage_attempts(rec: &Value, name: &str) -> Vec<Value> {
+    stage(rec, name)["summary"]["attempts"]
         .as_array()
         .cloned()
         .unwrap_or_default()

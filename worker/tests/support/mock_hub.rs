@@ -110,6 +110,25 @@ struct State {
     repos: HashMap<String, MockRepo>,
     /// Faults by path suffix (e.g. the file name), served in order.
     faults: Vec<(String, VecDeque<Fault>)>,
+    /// Random faults on every request: (probability, xorshift state).
+    random: Option<(f64, u64)>,
+    /// Random faults served, by hop: API, resolve (the Hub), CDN.
+    pub injected: InjectedFaults,
+}
+
+/// Random faults served so far, by where they hit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InjectedFaults {
+    pub api: u64,
+    pub resolve: u64,
+    pub cdn: u64,
+    pub rate_limited: u64,
+}
+
+impl InjectedFaults {
+    pub fn total(&self) -> u64 {
+        self.api + self.resolve + self.cdn
+    }
 }
 
 #[derive(Clone)]
@@ -152,10 +171,51 @@ impl MockHub {
             .push((path_suffix.to_string(), faults.into()));
     }
 
+    /// From now on each request fails with probability `rate` (seeded, so a failing run can
+    /// be replayed): a 429 (half of them with `Retry-After: 0`), 500, 502 or 503, on any hop.
+    pub fn fault_rate(&self, rate: f64, seed: u64) {
+        self.state.lock().unwrap().random = Some((rate, seed.max(1)));
+    }
+
+    pub fn injected(&self) -> InjectedFaults {
+        self.state.lock().unwrap().injected
+    }
+
     fn answer(&self, req: &Request) -> Answer {
         let path = req.url.path().to_string();
         let method = req.method.as_str().to_string();
         let mut state = self.state.lock().unwrap();
+        if let Some((rate, rng)) = state.random.as_mut() {
+            let draw = |rng: &mut u64| {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                *rng
+            };
+            let roll = (draw(rng) >> 11) as f64 / (1u64 << 53) as f64;
+            if roll < *rate {
+                let kind = draw(rng) % 5;
+                let counts = &mut state.injected;
+                if path.starts_with("/api/") {
+                    counts.api += 1;
+                } else if path.starts_with("/cdn/") {
+                    counts.cdn += 1;
+                } else {
+                    counts.resolve += 1;
+                }
+                let t = match kind {
+                    0 => ResponseTemplate::new(429).insert_header("retry-after", "0"),
+                    1 => ResponseTemplate::new(429),
+                    2 => ResponseTemplate::new(500),
+                    3 => ResponseTemplate::new(502),
+                    _ => ResponseTemplate::new(503),
+                };
+                if kind < 2 {
+                    counts.rate_limited += 1;
+                }
+                return (t, 0);
+            }
+        }
         if let Some((_, queue)) = state
             .faults
             .iter_mut()

@@ -32,6 +32,7 @@ pub fn options(endpoint: &str, model_id: &str, out: &Path) -> FetchOptions {
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_secs(5),
         },
+        deadline: Some(Duration::from_secs(120)),
         progress: false,
     }
 }

@@ -40,6 +40,10 @@ pub struct Attempt {
     /// Operator retries of the job before this run: the attempt and cost budgets count only
     /// runs of the current round.
     pub round: u32,
+    /// The review round the run served (0 for a stage's own runs; k for the fix stage's round
+    /// k): the attempt budget counts per cycle.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub cycle: u32,
     pub phase: Phase,
     pub started_ms: u64,
     pub backend: String,
@@ -80,6 +84,10 @@ pub struct Attempt {
 }
 
 fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -273,6 +281,13 @@ impl Ledger {
     /// Runs that used up the budget of `round`.
     pub fn counted(&self, round: u32) -> u32 {
         self.of_round(round).filter(|a| a.counted).count() as u32
+    }
+
+    /// Runs that used up the budget of `cycle` in `round`.
+    pub fn counted_in(&self, round: u32, cycle: u32) -> u32 {
+        self.of_round(round)
+            .filter(|a| a.counted && a.cycle == cycle)
+            .count() as u32
     }
 
     pub fn cost(&self, round: u32) -> f64 {

@@ -1,4 +1,4 @@
-//! The loop every agent stage runs (generate now; review and fix later): render a prompt, run
+//! The loop every agent stage runs (generate, review, fix): render a prompt, run
 //! the backend in the sandbox, read back what it left as hostile input, check it in the worker,
 //! record the attempt, and re-prompt with what the check found until it passes or the budget
 //! (`agent.attempts`, `agent.max_cost_usd`) runs out. A stage says only what differs, by
@@ -71,11 +71,22 @@ pub trait AgentTask: Send + Sync + 'static {
     fn prompt(&self, previous: Option<&Attempt>) -> anyhow::Result<Prompt>;
     /// Checks what the agent left, in the worker. `Err` is the worker's own failure.
     fn check(&self, n: u32, files: &AgentFiles) -> anyhow::Result<Checked>;
-    /// Writes the accepted result into the stage's output dir.
+    /// Writes the accepted result into `out` ([`AgentTask::out_dir`]).
     fn keep(&self, files: &AgentFiles, checked: &Checked, out: &Path) -> anyhow::Result<()>;
+    /// Where the accepted result and `attempts.json` go: the stage's output dir, or a directory
+    /// under it when one stage runs several loops (the fix stage's rounds).
+    fn out_dir(&self, stage_out: &Path) -> std::path::PathBuf {
+        stage_out.to_path_buf()
+    }
     /// Stage-specific fields of the stage's summary in the job record.
     fn summary(&self) -> serde_json::Map<String, Value> {
         serde_json::Map::new()
+    }
+    /// The review round this task serves (0: the stage's own run; k: the fix stage's round k,
+    /// its fix and its re-review). `agent.attempts` is a budget per cycle, so every round gets
+    /// its own; the cost cap stays one per stage round.
+    fn cycle(&self) -> u32 {
+        0
     }
 }
 
@@ -179,14 +190,15 @@ impl<T: AgentTask> Loop<'_, T> {
     /// `agent.max_cost_usd`.
     fn budget_spent(&self) -> Option<StageError> {
         let (agent, round, task) = (&self.cx.settings.agent, self.mirror.round, &self.task);
-        let spent = self.ledger.counted(round);
+        let cycle = task.cycle();
+        let spent = self.ledger.counted_in(round, cycle);
         if spent >= agent.attempts {
             let last = self
                 .ledger
                 .attempts
                 .iter()
                 .rev()
-                .find(|a| a.counted)
+                .find(|a| a.counted && a.cycle == cycle)
                 .map(Attempt::line)
                 .unwrap_or_default();
             return Some(StageError::permanent(format!(
@@ -212,13 +224,13 @@ impl<T: AgentTask> Loop<'_, T> {
         ws: &Workspace,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Result<u32, StageError> {
-        let (cx, stage) = (self.cx, self.task.name());
+        let (cx, stage, cycle) = (self.cx, self.task.name(), self.task.cycle());
         let previous = self
             .ledger
             .attempts
             .iter()
             .rev()
-            .find(|a| matches!(a.phase, Phase::Checked | Phase::Interrupted))
+            .find(|a| a.cycle == cycle && matches!(a.phase, Phase::Checked | Phase::Interrupted))
             .cloned();
         let prompt = blocking({
             let task = self.task.clone();
@@ -228,6 +240,7 @@ impl<T: AgentTask> Loop<'_, T> {
         .map_err(|e| StageError::permanent(format!("rendering the prompt: {e:#}")))?;
         let n = self.ledger.next_n();
         let mut a = Attempt::started(stage, n, self.mirror.round, self.backend.name());
+        a.cycle = cycle;
         a.prompt_bytes = prompt.bytes;
         a.prompt_est_tokens = prompt.est_tokens;
         let kept = Kept::new(&cx.job_dir, &a.dir).map_err(transient)?;
@@ -349,10 +362,11 @@ impl<T: AgentTask> Loop<'_, T> {
         self.mirror.log(&attempt.line());
 
         if let Some((files, checked)) = accepted {
-            let out = cx.out_dir.clone();
+            let out = task.out_dir(&cx.out_dir);
             let attempts = serde_json::to_vec_pretty(&self.ledger.attempts)
                 .map_err(|e| StageError::permanent(e.to_string()))?;
             blocking(move || {
+                std::fs::create_dir_all(&out)?;
                 task.keep(&files, &checked, &out)?;
                 crate::queue::store::write_atomic(&out.join("attempts.json"), &attempts)
             })
@@ -452,7 +466,12 @@ impl Mirror {
         let usage = ledger.total_usage();
         let res = self.store.update(&self.job_id, |r| {
             if let Some(s) = r.stages.iter_mut().find(|s| s.name == self.stage) {
-                s.summary = summary;
+                // Merged, not replaced: a stage's own fields (a review's verdict) stay while a
+                // later round's runs are mirrored.
+                match (&mut s.summary, summary) {
+                    (Value::Object(old), Value::Object(new)) => old.extend(new),
+                    (old, new) => *old = new,
+                }
                 s.usage = usage;
             }
             Ok(())

@@ -29,6 +29,9 @@ impl Stage for FetchStage {
                         "tensors": report.tensors,
                         "total_bytes": report.total_bytes,
                         "requests": report.requests,
+                        "retries": report.retries,
+                        "warnings": report.warnings,
+                        "timings": report.timings,
                     }),
                     ..StageOutput::default()
                 }),

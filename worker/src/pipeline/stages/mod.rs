@@ -1,7 +1,9 @@
-//! The stages this crate provides; review and fix come with later issues.
+//! The stages this crate provides.
 
 pub mod fetch;
+pub mod fix;
 pub mod generate;
 pub mod probe;
 pub mod publish;
+pub mod review;
 pub mod verify;

@@ -31,7 +31,7 @@ use crate::pipeline::agent_stage::{
 };
 use crate::pipeline::stage::{Stage, StageContext, StageError, StageOutput};
 use crate::queue::config::AgentSettings;
-pub use staging::{AgentLibrary, EXAMPLES_DIR, agent_library, load_truth, spec_file_name};
+pub use staging::{AgentLibrary, EXAMPLES_DIR, Staged, agent_library, load_truth, spec_file_name};
 
 pub struct GenerateStage;
 
@@ -87,28 +87,38 @@ pub fn limits(s: &AgentSettings) -> AgentLimits {
     }
 }
 
-fn perm(e: impl std::fmt::Display) -> StageError {
+pub(crate) fn perm(e: impl std::fmt::Display) -> StageError {
     StageError::permanent(e.to_string())
 }
 
-async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
-    let req = &cx.job.request;
+/// The fetch stage's truth dir, which every agent stage needs.
+pub(crate) fn truth_dir(cx: &StageContext, stage: &str) -> Result<std::path::PathBuf, StageError> {
     let truth_dir = cx.stage_dir("fetch").join("truth");
     if !truth_dir.is_dir() {
         return Err(perm(format!(
-            "generate needs the fetch stage's truth dir ({} is missing): select fetch before generate",
+            "{stage} needs the fetch stage's truth dir ({} is missing): select fetch before {stage}",
             truth_dir.display()
         )));
     }
-    let guards = candidate::guard_set(&req.guards).map_err(perm)?;
-    let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
+    Ok(truth_dir)
+}
+
+/// Prepares an agent workspace under `jobs/<id>/work/<work>/` on a blocking thread: the job's
+/// truth, the library, the examples (the target's own spec left out when the job asks), and
+/// `validate` on PATH.
+pub(crate) async fn prepare_staged(
+    cx: &StageContext,
+    stage: &str,
+    work: &str,
+) -> Result<staging::Staged, StageError> {
+    let truth_dir = truth_dir(cx, stage)?;
     let (model_id, work, settings) = (
-        req.model_id.clone(),
-        cx.job_dir.join("work").join("generate"),
+        cx.job.request.model_id.clone(),
+        cx.job_dir.join("work").join(work),
         cx.settings.clone(),
     );
-    let exclude = req.exclude_library_spec;
-    let staged = tokio::task::spawn_blocking(move || {
+    let exclude = cx.job.request.exclude_library_spec;
+    tokio::task::spawn_blocking(move || {
         staging::prepare(&staging::StageRequest {
             model_id: &model_id,
             truth_dir: &truth_dir,
@@ -120,13 +130,26 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
     })
     .await
     .map_err(perm)?
-    .map_err(|e| perm(format!("{e:#}")))?;
+    .map_err(|e| perm(format!("{e:#}")))
+}
+
+/// Operator notes for every agent prompt, when there are any.
+pub(crate) fn notes(cx: &StageContext) -> String {
+    cx.settings.agent.prompt_notes.clone()
+}
+
+async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
+    let req = &cx.job.request;
+    truth_dir(cx, "generate")?;
+    let guards = candidate::guard_set(&req.guards).map_err(perm)?;
+    let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
+    let staged = prepare_staged(cx, "generate", "generate").await?;
     let task = Arc::new(Generate {
         staged,
         guards,
         model_id: req.model_id.clone(),
         agent: req.agent.clone(),
-        notes: cx.settings.agent.prompt_notes.clone(),
+        notes: notes(cx),
     });
     agent_stage::run(cx, task, &*backend, &limits(&cx.settings.agent)).await
 }
@@ -196,20 +219,7 @@ impl AgentTask for Generate {
             &self.staged.truth,
             &self.guards,
         );
-        let prior = PriorErrors::from_diagnostics(n, &r.errors);
-        Ok(Checked {
-            valid: r.valid,
-            errors: r.errors.len(),
-            error_codes: r
-                .errors
-                .iter()
-                .take(8)
-                .map(|d| d.code.to_string())
-                .collect(),
-            feedback: prior.lines,
-            feedback_more: prior.more,
-            report: serde_json::to_value(&r)?,
-        })
+        validation_checked(n, &r)
     }
 
     fn keep(&self, files: &AgentFiles, checked: &Checked, out: &Path) -> anyhow::Result<()> {
@@ -237,9 +247,28 @@ impl AgentTask for Generate {
     }
 }
 
+/// The loop's verdict on attempt `n` from the worker's validation of the spec it left (generate,
+/// fix).
+pub(crate) fn validation_checked(n: u32, r: &harch_guards::Report) -> anyhow::Result<Checked> {
+    let prior = PriorErrors::from_diagnostics(n, &r.errors);
+    Ok(Checked {
+        valid: r.valid,
+        errors: r.errors.len(),
+        error_codes: r
+            .errors
+            .iter()
+            .take(8)
+            .map(|d| d.code.to_string())
+            .collect(),
+        feedback: prior.lines,
+        feedback_more: prior.more,
+        report: serde_json::to_value(r)?,
+    })
+}
+
 /// What the next prompt says about an attempt: the worker's errors when it checked a spec,
 /// and what happened in the run.
-fn prior_errors(a: &Attempt, spec_path: &str) -> PriorErrors {
+pub(crate) fn prior_errors(a: &Attempt, spec_path: &str) -> PriorErrors {
     let note = a.run_note(spec_path);
     if a.feedback.is_empty() {
         return PriorErrors::note(a.n, note.unwrap_or_default());

@@ -47,6 +47,27 @@ impl Staged {
         Workspace::create(&self.sandbox_dir, &self.spec)
             .with_context(|| format!("staging the workspace in {}", self.sandbox_dir.display()))
     }
+
+    /// Stages the directory `src` read-only at `specs/<dest>` (the spec under review).
+    pub fn add_read_only(&mut self, dest: &str, src: PathBuf) {
+        self.spec.support_dirs.push((PathBuf::from(dest), src));
+    }
+
+    /// Lets the agent write `dir`, relative to the workspace root (a review's `review/`).
+    pub fn add_writable(&mut self, dir: &str) {
+        self.spec.writable_dirs.push(PathBuf::from(dir));
+    }
+
+    /// Starts the writable area with these spec files (keyed `specs/models/…`,
+    /// `specs/components/drafts/…`): the spec a fix agent edits.
+    pub fn seed(&mut self, files: &BTreeMap<String, String>) {
+        for (key, text) in files {
+            let rel = key.strip_prefix("specs/").unwrap_or(key);
+            self.spec
+                .seed_files
+                .push(StagedFile::bytes(rel, text.clone()));
+        }
+    }
 }
 
 pub struct StageRequest<'a> {
