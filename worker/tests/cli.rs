@@ -473,3 +473,113 @@ fn counts_agree_with_their_nouns() {
     let (_, out, _) = run_in(&root(), &["validate", "Qwen/Qwen3-8B"]);
     assert!(out.trim_end().ends_with("valid (0 warnings)"), "{out}");
 }
+
+#[test]
+fn fetch_never_deletes_what_is_not_its_truth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let fetch = |dir: &Path, out: &str, extra: &[&str]| {
+        run_in(
+            dir,
+            &[
+                &["fetch", "Qwen/Qwen3-8B", "--offline", "--out", out][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let leftovers = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".truth-"))
+            .collect()
+    };
+    // A directory of someone's files: refused, untouched.
+    let mine = d.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "keep me").unwrap();
+    let (code, _, err) = fetch(d, "mine", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is not empty and is not a truth directory") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
+        "keep me"
+    );
+    // A file: refused, still a file.
+    std::fs::write(d.join("file"), "x").unwrap();
+    let (code, _, err) = fetch(d, "file", &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is a file"), "{err}");
+    assert!(d.join("file").is_file());
+    // A truth of the same model is refreshed; of another model, refused.
+    let (code, _, err) = fetch(d, "t", &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fetch(d, "t", &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_in(
+        d,
+        &["fetch", "openai/gpt-oss-20b", "--offline", "--out", "t"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("another model, Qwen/Qwen3-8B"), "{err}");
+    // --force replaces, a file too.
+    let (code, _, err) = fetch(d, "file", &["--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.join("file/truth.json").is_file());
+    // `--out .` in an empty directory writes there, and leaves no temp directory behind.
+    let here = d.join("here");
+    std::fs::create_dir(&here).unwrap();
+    let (code, _, err) = fetch(&here, ".", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(here.join("truth.json").is_file() && here.join("inventory.txt").is_file());
+    assert!(
+        leftovers(&here).is_empty() && leftovers(d).is_empty(),
+        "{:?}",
+        leftovers(d)
+    );
+    // A failing fetch (no such snapshot) leaves nothing either.
+    let (code, _, _) = run_in(d, &["fetch", "org/none", "--offline", "--out", "none"]);
+    assert_eq!(code, 1);
+    assert!(!d.join("none").exists() && leftovers(d).is_empty());
+}
+
+#[test]
+fn explain_sums_a_component_and_lists_paths_for_an_unknown_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let value = |q: &str| -> i128 {
+        let (code, out, err) = run_in(d, &["explain", "deepseek-ai/DeepSeek-V3", q]);
+        assert_eq!(code, 0, "{q}: {err}");
+        let line = out.lines().nth(1).unwrap();
+        line.trim_start_matches("  = ")
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let ffn = value("params:layers[moe].ffn");
+    assert!(
+        ffn > 600_000_000_000,
+        "the MoE FFNs hold most of the 671B: {ffn}"
+    );
+    assert!(value("flops:layers[moe].attention") > 0);
+    let total = value("params_total");
+    assert!(ffn < total);
+    let (code, _, err) = run_in(
+        d,
+        &[
+            "explain",
+            "deepseek-ai/DeepSeek-V3",
+            "params:layers[moe].fnn",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`layers[moe].fnn` is no node or component")
+            && err.contains("layers[moe].ffn"),
+        "{err}"
+    );
+}
