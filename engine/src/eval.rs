@@ -15,6 +15,12 @@ use crate::ir::*;
 use crate::ops::{self, Args, OpError, Shape};
 use crate::q::{Num, Q};
 
+/// The most layers one stack repeats: far above any real model, low enough that a config
+/// with `num_hidden_layers: 1000000000` is a located error, not a walk that runs out of memory.
+pub const MAX_REPEAT: i128 = 100_000;
+/// The most instances (experts) one node stands for.
+pub const MAX_INSTANCES: i128 = 1_000_000;
+
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EvalOptions {
     /// Build formulas alongside values.
@@ -469,12 +475,15 @@ impl<'a> Walker<'a> {
             }
             None => 0,
         };
-        if repeat.v < 0 || repeat.v > 1_000_000 {
+        if repeat.v < 0 || repeat.v > MAX_REPEAT {
             self.error(
                 code::EVAL,
-                format!("stack repeat {} is out of range", repeat.v),
+                format!(
+                    "stack repeat {} is out of range (0 to {MAX_REPEAT})",
+                    repeat.v
+                ),
                 &node.loc,
-                None,
+                Some("a stack repeats once per layer; a count this large is a config or binding mistake".into()),
             );
             return None;
         }
@@ -941,11 +950,11 @@ impl<'a> Walker<'a> {
                 Some(a) => self.eval_int(a, &scope.env, &loc, "instances.active")?,
                 None => count.clone(),
             };
-            if count.v <= 0 || count.v > 1_000_000 || active.v > count.v || active.v < 0 {
+            if count.v <= 0 || count.v > MAX_INSTANCES || active.v > count.v || active.v < 0 {
                 self.error(
                     code::EVAL,
                     format!(
-                        "instances: count {} and active {} are out of range",
+                        "instances: count {} and active {} are out of range (count 1 to {MAX_INSTANCES}, active 0 to count)",
                         count.v, active.v
                     ),
                     &loc,

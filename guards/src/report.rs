@@ -97,3 +97,51 @@ impl Report {
         self
     }
 }
+
+/// A sorted set of indices as a message shows it: runs are ranges (`3-60`) and evenly spaced
+/// runs keep their step (`0-22 step 2` for alternating layers), so that a message about 12 or
+/// 100,000 layers stays one short line.
+pub fn index_ranges(v: &[i128]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let step = v.get(i + 1).map(|n| n - v[i]).filter(|s| *s > 0);
+        let mut j = i;
+        if let Some(s) = step {
+            while j + 1 < v.len() && v[j + 1] - v[j] == s {
+                j += 1;
+            }
+        }
+        let n = j - i + 1;
+        match step {
+            Some(1) if n > 1 => parts.push(format!("{}-{}", v[i], v[j])),
+            Some(s) if n > 2 => parts.push(format!("{}-{} step {s}", v[i], v[j])),
+            _ => {
+                parts.push(v[i].to_string());
+                j = i;
+            }
+        }
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_ranges;
+
+    #[test]
+    fn ranges_keep_their_step() {
+        assert_eq!(index_ranges(&[]), "");
+        assert_eq!(index_ranges(&[5]), "5");
+        assert_eq!(index_ranges(&[0, 1, 2, 3, 10]), "0-3,10");
+        let even: Vec<i128> = (0..24).step_by(2).collect();
+        assert_eq!(index_ranges(&even), "0-22 step 2");
+        let every_fourth: Vec<i128> = (3..48).step_by(4).collect();
+        assert_eq!(index_ranges(&every_fourth), "3-47 step 4");
+        assert_eq!(index_ranges(&[1, 3, 4, 5]), "1,3-5");
+        assert_eq!(index_ranges(&[1, 5]), "1,5");
+        let many: Vec<i128> = (0..100_000).collect();
+        assert_eq!(index_ranges(&many), "0-99999");
+    }
+}

@@ -141,9 +141,7 @@ pub fn check(
                 if values.len() > 1 {
                     let parts: Vec<String> = values
                         .iter()
-                        .map(|(v, ls)| {
-                            format!("layers {} ({v})", harch_engine::analysis::ranges(ls))
-                        })
+                        .map(|(v, ls)| format!("layers {} ({v})", crate::report::index_ranges(ls)))
                         .collect();
                     let loc = ir
                         .blocks

@@ -62,10 +62,93 @@ fn in_group<'a>(a: &'a Analysis, stack: &str, block: &str) -> impl Iterator<Item
     a.nodes.iter().filter(move |n| n.id.starts_with(&prefix))
 }
 
+/// What config says about the rotary width: an absolute `rotary_dim`, or a
+/// `partial_rotary_factor` (top level, or under `rope_parameters` / `rope_scaling`), with the
+/// key it was read from.
+enum RotaryWidth {
+    Channels(i128, &'static str),
+    Fraction(f64, &'static str),
+    Whole,
+}
+
+fn config_rotary_width(config: &serde_json::Value) -> RotaryWidth {
+    if let Some(d) = config.get("rotary_dim").and_then(|v| v.as_i64()) {
+        return RotaryWidth::Channels(d as i128, "rotary_dim");
+    }
+    for (outer, key) in [
+        (None, "partial_rotary_factor"),
+        (
+            Some("rope_parameters"),
+            "rope_parameters.partial_rotary_factor",
+        ),
+        (Some("rope_scaling"), "rope_scaling.partial_rotary_factor"),
+    ] {
+        let at = match outer {
+            Some(o) => config.get(o),
+            None => Some(config),
+        };
+        if let Some(f) = at
+            .and_then(|c| c.get("partial_rotary_factor"))
+            .and_then(|v| v.as_f64())
+        {
+            return RotaryWidth::Fraction(f, key);
+        }
+    }
+    RotaryWidth::Whole
+}
+
+fn last_dim(n: &NodeRow) -> Option<i128> {
+    n.shape.last().and_then(|a| a.dim()).map(|q| q.v)
+}
+
+/// R002 for one rope op: the channels it rotates against config. A rope applied to a slice of
+/// the head (`slice` → `rope` → `concat`) rotates the slice; the head it is a fraction of is the
+/// slice's input.
+fn rotary_width(a: &Analysis, n: &NodeRow, config: &serde_json::Value) -> Option<Diagnostic> {
+    let dim = n.args.get("dim").and_then(|v| v.int)?;
+    let rotated = n.args.get("rotary_dim").and_then(|v| v.int).unwrap_or(dim);
+    let producer = n
+        .inputs
+        .first()
+        .and_then(|p| p.last())
+        .map(|&p| &a.nodes[p]);
+    let sliced_from = producer
+        .filter(|p| p.op == "slice")
+        .and_then(|p| p.inputs.first().and_then(|i| i.last()))
+        .and_then(|&q| last_dim(&a.nodes[q]));
+    let head = match sliced_from {
+        Some(h) if rotated == dim => h,
+        _ => dim,
+    };
+    let (want, said) = match config_rotary_width(config) {
+        RotaryWidth::Channels(c, key) => (c, format!("config `{key}` = {c}")),
+        RotaryWidth::Fraction(f, key) => (
+            (head as f64 * f).round() as i128,
+            format!("config `{key}` = {f} of the {head}-channel head"),
+        ),
+        // No key: the op rotates all it is given (MLA's rope part is its own slice).
+        RotaryWidth::Whole => (dim, "config names no rotary width: the whole input".into()),
+    };
+    if rotated == want {
+        return None;
+    }
+    Some(
+        Diagnostic::new(
+            "structural",
+            code::ROTARY_DIM,
+            format!(
+                "rope `{}` rotates {rotated} channels but {said} gives {want}",
+                n.id
+            ),
+            n.loc.clone(),
+        )
+        .hint("rotate the configured channels: `rotary_dim:` on the rope op (or a rope over a `slice` of that width), from config.rotary_dim, else head_dim * partial_rotary_factor (top level, rope_parameters or rope_scaling)"),
+    )
+}
+
 pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let want_rope = config_rope_type(config);
-    let partial = config.get("partial_rotary_factor").and_then(|v| v.as_f64());
     let bidirectional = config.get("is_causal").and_then(|v| v.as_bool()) == Some(false)
         || config
             .get("use_bidirectional_attention")
@@ -92,19 +175,10 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
                             .hint("bind the rope type from config, e.g. attrs: `rope_type: \"config.rope_scaling.rope_type ?? config.rope_scaling.type ?? 'default'\"`"),
                     );
                 }
-                let dim = n.args.get("dim").and_then(|v| v.int);
-                let rot = n.args.get("rotary_dim").and_then(|v| v.int).or(dim);
-                if let (Some(dim), Some(rot)) = (dim, rot) {
-                    let want = match partial {
-                        Some(f) => (dim as f64 * f).round() as i128,
-                        None => dim,
-                    };
-                    if rot != want && seen.insert((code::ROTARY_DIM, n.component.clone())) {
-                        out.push(
-                            Diagnostic::new("structural", code::ROTARY_DIM, format!("rope `{}` rotates {rot} of {dim} channels but config implies {want}{}", n.id, partial.map(|f| format!(" (partial_rotary_factor {f})")).unwrap_or_default()), n.loc.clone())
-                                .hint("rotary_dim is `head_dim * partial_rotary_factor` when config has one, else the whole head"),
-                        );
-                    }
+                if let Some(d) = rotary_width(a, n, config)
+                    && seen.insert((code::ROTARY_DIM, n.component.clone()))
+                {
+                    out.push(d);
                 }
             }
             "attention_score" => {
@@ -149,7 +223,7 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
         if attn.is_empty() {
             continue;
         }
-        let layers = harch_engine::analysis::ranges(&g.layers);
+        let layers = crate::report::index_ranges(&g.layers);
         let want = if sliding { window } else { None };
         for n in &attn {
             let got = n.window.as_ref().map(|w| w.v).filter(|w| *w > 0);

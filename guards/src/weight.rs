@@ -30,6 +30,65 @@ pub mod code {
     pub const PACKED_DTYPE: &str = "P001";
     pub const PACKED_ELEMENTS: &str = "P002";
     pub const OVERRIDE_UNUSED: &str = "P003";
+    pub const TOO_MANY: &str = "W008";
+}
+
+/// How many more tensors than the checkpoint holds the spec may stand for before the join is
+/// not built: each costs one entry, so memory stays bounded by the checkpoint plus this.
+const SPEC_SURPLUS: u128 = 1_000_000;
+
+/// The number of stored tensors a row stands for (its index sets' product, per stored tensor).
+fn row_tensors(row: &WeightRow) -> u128 {
+    row.indices
+        .iter()
+        .fold(row.stored.len() as u128, |n, (_, v)| {
+            n.saturating_mul(v.len() as u128)
+        })
+}
+
+/// W008: the spec stands for so many more tensors than the checkpoint holds that comparing them
+/// one by one would only list missing ones; say how many, and which rows multiply.
+fn too_many(a: &Analysis, truth: &Truth) -> Option<Outcome> {
+    let rows = &a.weights;
+    let tensors = &truth.inventory.tensors;
+    let spec: u128 = rows.iter().map(row_tensors).fold(0, u128::saturating_add);
+    if spec <= tensors.len() as u128 + SPEC_SURPLUS {
+        return None;
+    }
+    let widest = rows.iter().max_by_key(|r| row_tensors(r))?;
+    let sets: Vec<String> = widest
+        .indices
+        .iter()
+        .map(|(name, v)| {
+            format!(
+                "{name} in {} ({} values)",
+                crate::report::index_ranges(v),
+                v.len()
+            )
+        })
+        .collect();
+    let d = Diagnostic::new(
+        "weight",
+        code::TOO_MANY,
+        format!(
+            "the spec stands for {spec} stored tensors but the checkpoint holds {}; e.g. `{}` alone stands for {} ({})",
+            tensors.len(),
+            widest.name,
+            row_tensors(widest),
+            sets.join(", ")
+        ),
+        a.nodes[widest.node].loc.clone(),
+    )
+    .hint("a layer or expert count far above the checkpoint's: check the stack's `repeat` and `instances.count` and the config keys they read");
+    Some(Outcome {
+        weight: vec![d],
+        packing: Vec::new(),
+        summary: Summary {
+            checkpoint_bytes: truth.inventory.total_bytes() as i128,
+            checkpoint_tensors: tensors.len(),
+            ..Default::default()
+        },
+    })
 }
 
 /// Index values of one name, in segment order. Four inline slots cover every layout we know
@@ -154,7 +213,7 @@ fn display(pattern: &str) -> String {
 fn ranges(mut v: Vec<i128>) -> String {
     v.sort_unstable();
     v.dedup();
-    harch_engine::analysis::ranges(&v)
+    crate::report::index_ranges(&v)
 }
 
 /// "layers 3-60, experts 0-255" for a set of index tuples.
@@ -311,6 +370,9 @@ pub fn check(
     schemes: &BTreeMap<String, QuantSchemeDef>,
     overrides: &[(String, Location)],
 ) -> Outcome {
+    if let Some(out) = too_many(a, truth) {
+        return out;
+    }
     let rows: &[WeightRow] = &a.weights;
     let tensors: &[TensorInfo] = &truth.inventory.tensors;
     let join = Join::build(rows, tensors);

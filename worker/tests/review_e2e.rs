@@ -150,6 +150,18 @@ fn a_verified_defect_is_fixed_validated_and_reviewed_again() {
     assert!(read(&env, &rec, "attempts/review/2/prompt.md").contains("scaling, SwiGLU MLP"));
     assert_eq!(stage(&rec, "publish")["summary"]["spec_origin"], "fix");
     assert!(stage(&rec, "fix")["usage"]["turns"].as_u64().unwrap() > 0);
+    // `status` shows both stages' verdicts, counts and runs.
+    let out = env.run(&["status", rec["id"].as_str().unwrap()]);
+    let status = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "    review round 0: recorded NO_PASS; rows 2 verified, 0 unverified, 0 contradicted; defects 1 verified, 0 unverified, 0 contradicted\n",
+        "    review round 1: recorded PASS; rows 2 verified, 0 unverified, 0 contradicted; defects 0 verified, 0 unverified, 0 contradicted\n",
+        "\"recorded\":\"PASS\"",
+        "kept in attempts/fix/1/",
+        "kept in attempts/review/2/",
+    ] {
+        assert!(status.contains(line), "{line}\n{status}");
+    }
 }
 
 #[test]

@@ -126,19 +126,21 @@ fn detail(rec: &JobRecord) -> String {
             fmt_ms(s.work_ms)
         );
         let runs = s.summary.get("attempts").and_then(|a| a.as_array());
-        match (&s.summary, runs) {
-            (serde_json::Value::Null, _) => {}
-            (serde_json::Value::Object(m), Some(_)) => {
+        match &s.summary {
+            serde_json::Value::Null => {}
+            serde_json::Value::Object(m) => {
                 let mut rest = m.clone();
-                rest.remove("attempts");
-                // A review's every claim is in its artifacts and `status --json`; the line
-                // keeps the verdict and its counts.
-                rest.remove("checked");
+                // Runs, review rounds and a review's every claim get their own lines (or are in
+                // the artifacts and `status --json`); the line keeps the verdict and counts.
+                for long in ["attempts", "checked", "history", "rounds"] {
+                    rest.remove(long);
+                }
                 out += &format!("  {}", serde_json::Value::Object(rest));
             }
-            (summary, _) => out += &format!("  {summary}"),
+            summary => out += &format!("  {summary}"),
         }
         out += "\n";
+        out += &review_rounds(&s.summary);
         if let Some(e) = &s.last_error {
             out += &format!("    error: {e}\n");
         }
@@ -192,6 +194,30 @@ fn table(all: &[JobRecord], dir: &std::path::Path) -> String {
             rec.attempts,
             elapsed(rec),
             err
+        );
+    }
+    out
+}
+
+/// The review rounds a review or fix stage recorded, one line each.
+fn review_rounds(summary: &serde_json::Value) -> String {
+    let tally = |v: &serde_json::Value| {
+        format!(
+            "{} verified, {} unverified, {} contradicted",
+            v["verified"], v["unverified"], v["contradicted"]
+        )
+    };
+    let rounds = ["history", "rounds"]
+        .iter()
+        .find_map(|k| summary.get(*k).and_then(|r| r.as_array()));
+    let mut out = String::new();
+    for r in rounds.into_iter().flatten() {
+        out += &format!(
+            "    review round {}: recorded {}; rows {}; defects {}\n",
+            r["round"],
+            r["recorded"].as_str().unwrap_or("?"),
+            tally(&r["rows"]),
+            tally(&r["defects"])
         );
     }
     out

@@ -116,12 +116,14 @@ pub async fn run<T: AgentTask>(
         ledger,
     };
     let mut orphaned = l.adopt_orphan();
-    // A run that returned but was never checked is checked now, not run again.
+    // A run that returned but was never checked is checked now, not run again (if it served
+    // this cycle: another round's run left its files in another workspace).
+    let cycle = l.task.cycle();
     let mut unchecked = l
         .ledger
         .attempts
         .last()
-        .filter(|a| a.phase == Phase::Ran)
+        .filter(|a| a.phase == Phase::Ran && a.cycle == cycle)
         .map(|a| a.n);
     let mut shutdown = cx.shutdown.clone();
     loop {
