@@ -31,7 +31,7 @@ pub use errors::PriorErrors;
 pub use examples::{Example, choose_examples};
 pub use generate::{GenerateInput, render_generate};
 pub use manifest::{ManifestEntry, component_manifest};
-pub use render::{Prompt, PromptError};
+pub use render::{Prompt, PromptError, template_source};
 pub use review_fix::{FixInput, ReviewInput, STAGED_SOURCE_DIR, render_fix, render_review};
 pub use size::{PromptSize, estimate_tokens};
 pub use truth_text::{TruthText, truth_text};

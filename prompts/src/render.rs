@@ -12,6 +12,12 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("fix", include_str!("../templates/fix.md.j2")),
 ];
 
+/// A template's source text (`generate`, `review`, `fix`), for recording which prompt an
+/// experiment ran with.
+pub fn template_source(name: &str) -> Option<&'static str> {
+    TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
 /// A rendered prompt and its size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Prompt {

@@ -4,6 +4,7 @@
 //! This crate owns all I/O of harch (files, network, processes); the crates below it take
 //! values. It must not re-derive quantities the engine computes.
 
+pub mod ablation;
 pub mod candidate;
 pub mod hub;
 pub mod pipeline;

@@ -70,6 +70,9 @@ enum Command {
     /// Validate every model spec a change affects against the truth its provenance records
     /// (the spec repository's CI; exit 0 all valid, 1 not, 2 usage).
     ValidateChanged(cmd::validate_changed::Args),
+    /// Queue a guard-tier ablation, one generate job per model, tier and seed (`ablate report
+    /// DIR` writes its report)
+    Ablate(cmd::ablate::Args),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Command::Evidence(a) => cmd::evidence::run(a),
         Command::Promote(a) => cmd::promote::run(a),
         Command::ValidateChanged(a) => cmd::validate_changed::run(a),
+        Command::Ablate(a) => cmd::ablate::run(a),
     };
     cli::out::flush();
     match result {

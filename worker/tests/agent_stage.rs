@@ -162,6 +162,8 @@ fn fixture(attempts: u32) -> Fixture {
         priority: 0,
         offline: true,
         exclude_library_spec: false,
+        agent_model: None,
+        ablation: None,
     };
     let (job, _) = store.create_or_existing(request, "t").unwrap();
     let job_dir = store.job_dir(&job.id).unwrap();

@@ -129,6 +129,8 @@ impl World {
                 priority: 0,
                 offline: true,
                 exclude_library_spec: true,
+                agent_model: None,
+                ablation: None,
             },
             0,
         );

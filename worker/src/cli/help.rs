@@ -108,6 +108,12 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "  harch-worker validate-changed --base origin/main --offline
   harch-worker validate-changed --base main --markdown report.md --json",
     ),
+    (
+        "ablate",
+        "  harch-worker ablate --models openai/gpt-oss-20b,deepseek-ai/DeepSeek-V3 --tiers off,weight,all --seeds 3 --agent claude --out ablations/claude
+  harch-worker ablate --models Qwen/Qwen3-8B --agent openai --model gpt-5 --wait --wait-timeout 6h
+  harch-worker ablate report ablations/claude            # collect finished runs, write the report",
+    ),
 ];
 
 /// The examples of a subcommand, if it has any.

@@ -135,6 +135,8 @@ async fn measure(settings: Arc<Settings>, backend: &str, n: usize) -> anyhow::Re
             priority: 0,
             offline: true,
             exclude_library_spec: false,
+            agent_model: None,
+            ablation: None,
         })
         .collect();
     let t = Instant::now();

@@ -21,6 +21,9 @@ pub struct Args {
     /// credentials must be set (see README); they are checked now and when the job starts.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(harch_agents::BACKENDS))]
     pub agent: Option<String>,
+    /// Model the agent backend runs (its `--model`; default: the backend's own).
+    #[arg(long = "agent-model", value_name = "MODEL")]
+    pub model: Option<String>,
     /// Guard tier for validation (default: agent.guards in queue.toml).
     #[arg(long)]
     pub guards: Option<String>,
@@ -72,6 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             priority: args.priority,
             offline: args.offline,
             exclude_library_spec: args.fresh,
+            agent_model: args.model.clone(),
+            ablation: None,
         })
         .collect();
     if !args.skip_credential_check {

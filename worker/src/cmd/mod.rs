@@ -1,3 +1,4 @@
+pub mod ablate;
 pub mod analyze;
 pub mod bench_queue;
 pub mod cancel;

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use harch_prompts::{GenerateInput, render_generate};
-use harch_worker::pipeline::stages::generate::{agent_library, load_truth, spec_file_name};
+use harch_worker::pipeline::stages::generate::{
+    agent_library, decontaminate, load_truth, spec_file_name,
+};
 use harch_worker::{snapshot, source, specs};
 
 #[derive(clap::Args)]
@@ -19,6 +21,10 @@ pub struct Args {
     /// Hide the library's own spec of this model, as `enqueue --fresh` does.
     #[arg(long)]
     pub fresh: bool,
+    /// The prompt of an ablation run: the decontaminated library (no model specs, no
+    /// components of the target's kinds).
+    #[arg(long)]
+    pub ablation: bool,
     /// Print only the size.
     #[arg(long)]
     pub size_only: bool,
@@ -40,17 +46,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             t
         }
     };
-    let lib = agent_library(&specs::root(), &truth, args.fresh)?;
+    let repo = if args.ablation {
+        let all = specs::read_spec_files(&specs::root())?;
+        let d = decontaminate(&all, &harch_worker::subject::architectures(&truth.config))?;
+        harch_engine::Repo::from_files(d.library)
+    } else {
+        agent_library(&specs::root(), &truth, args.fresh)?.prompt_repo
+    };
     let spec_path = format!(
         "specs/models/{}",
         spec_file_name(&args.model, &truth.config)
     );
-    let prompt = render_generate(&GenerateInput::new(
-        &args.model,
-        &truth,
-        &lib.prompt_repo,
-        &spec_path,
-    ))?;
+    let prompt = render_generate(&GenerateInput::new(&args.model, &truth, &repo, &spec_path))?;
     if !args.size_only {
         out!("{}", prompt.text);
     }

@@ -66,6 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             priority: 0,
             offline: args.offline,
             exclude_library_spec: false,
+            agent_model: None,
+            ablation: None,
         })
         .collect();
     let registry = StageRegistry::builtin();

@@ -35,7 +35,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(t)) => GuardSet::tier(t),
         (None, None) => Ok(GuardSet::all()),
     };
-    let guards = guards.map_err(|e| crate::cli::usage(anyhow::anyhow!(e)))?;
+    let guards = guards
+        .and_then(|g| capped(g, std::env::var("HARCH_VALIDATE_GUARDS").ok()))
+        .map_err(|e| crate::cli::usage(anyhow::anyhow!(e)))?;
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
     if let Some(dir) = &args.truth
         && let Some(why) = subject::identity_mismatch(&args.spec, &s.truth)?
@@ -70,6 +72,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// An ablation's workspace caps `validate` at its tier's guards (`HARCH_VALIDATE_GUARDS`, set
+/// by the wrapper on the agent's PATH): flags can select fewer guards, never more.
+fn capped(asked: GuardSet, cap: Option<String>) -> Result<GuardSet, String> {
+    let Some(cap) = cap else {
+        return Ok(asked);
+    };
+    let cap = GuardSet::list(&cap)?;
+    let both: Vec<&str> = asked
+        .names()
+        .iter()
+        .copied()
+        .filter(|g| cap.has(g))
+        .collect();
+    GuardSet::list(&both.join(","))
 }
 
 /// Compiler-style text: code, message, the YAML line, and a help with the correct form.

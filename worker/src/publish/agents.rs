@@ -129,6 +129,8 @@ mod tests {
                 priority: 0,
                 offline: true,
                 exclude_library_spec: false,
+                agent_model: None,
+                ablation: None,
             },
             0,
         );

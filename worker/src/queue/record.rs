@@ -150,6 +150,46 @@ pub struct JobRequest {
     /// and prompt), so a library model can be regenerated from its truth alone.
     #[serde(default)]
     pub exclude_library_spec: bool,
+    /// The model the agent backend runs (`--model`); `None`: the backend's own default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_model: Option<String>,
+    /// Set on the runs of an ablation (`harch-worker ablate`): generate works in a
+    /// decontaminated workspace with the tier's guards and records `ablation.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ablation: Option<AblationRun>,
+}
+
+/// One run of an ablation: which tier (its guards) and which seed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AblationRun {
+    /// The tier's name (`off`, `weight`, …, `all`, or `custom` for an explicit guard list).
+    pub tier: String,
+    /// The guards the agent's `validate` and the generate stage's check run.
+    pub guards: Vec<String>,
+    pub seed: u32,
+}
+
+impl JobRequest {
+    /// The dedupe key: one pending or running job per model revision and kind, except that
+    /// each run of an ablation (agent, agent model, tier, seed) is a job of its own.
+    pub fn dedupe_key(&self) -> String {
+        let key = format!(
+            "{}#{}",
+            super::model_id::revision_key(&self.model_id, &self.revision),
+            self.kind.as_str()
+        );
+        match &self.ablation {
+            None => key,
+            Some(a) => {
+                let model = self
+                    .agent_model
+                    .as_deref()
+                    .map(|m| format!("-{}", m.replace('/', "%2F")))
+                    .unwrap_or_default();
+                format!("{key}~ablation-{}{model}-{}-{}", self.agent, a.tier, a.seed)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

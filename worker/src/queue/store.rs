@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ulid::Ulid;
 
-use super::model_id::revision_key;
 use super::record::{JobRecord, JobRequest, now_ms};
 
 #[derive(Debug, Clone)]
@@ -179,10 +178,7 @@ impl JobStore {
     }
 
     fn active_key(&self, request: &JobRequest) -> PathBuf {
-        let key = revision_key(&request.model_id, &request.revision);
-        self.root
-            .join("active")
-            .join(format!("{key}#{}", request.kind.as_str()))
+        self.root.join("active").join(request.dedupe_key())
     }
 
     /// Jobs pending or running, without reading every record.
@@ -284,6 +280,8 @@ mod tests {
             priority: 0,
             offline: true,
             exclude_library_spec: false,
+            agent_model: None,
+            ablation: None,
         }
     }
 

@@ -267,7 +267,7 @@ impl<T: AgentTask> Loop<'_, T> {
             prompt: &prompt.text,
             workspace: ws,
             limits: &limits,
-            model: None,
+            model: cx.job.request.agent_model.as_deref(),
             label: &label,
         };
         // Dropped mid-run (cancel, stage timeout): the guard records the interruption.

@@ -12,6 +12,7 @@
 //! `attempts/generate/<n>/` (prompt, transcripts, `validate.json`, the files read back). The
 //! workspace itself is scratch, under `work/generate/`.
 
+mod decontaminate;
 mod staging;
 
 use std::path::Path;
@@ -25,13 +26,19 @@ use harch_prompts::{GenerateInput, PriorErrors, render_generate};
 use harch_sandbox::Workspace;
 use serde_json::{Value, json};
 
+use crate::ablation::RunRecord;
 use crate::candidate::{self, Candidate};
 use crate::pipeline::agent_stage::{
     self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack,
 };
 use crate::pipeline::stage::{Stage, StageContext, StageError, StageOutput};
 use crate::queue::config::AgentSettings;
-pub use staging::{AgentLibrary, EXAMPLES_DIR, Staged, agent_library, load_truth, spec_file_name};
+use crate::queue::record::AblationRun;
+pub use decontaminate::{Decontaminated, Removed, decontaminate, removed_component_names};
+pub use staging::{
+    AgentLibrary, EXAMPLES_DIR, StageRequest, Staged, agent_library, load_truth, prepare,
+    spec_file_name,
+};
 
 pub struct GenerateStage;
 
@@ -118,6 +125,8 @@ pub(crate) async fn prepare_staged(
         cx.settings.clone(),
     );
     let exclude = cx.job.request.exclude_library_spec;
+    let ablation = cx.job.request.ablation.clone();
+    let agent_bin = agent_bin(&cx.job.request.agent, &cx.settings.agent);
     tokio::task::spawn_blocking(move || {
         staging::prepare(&staging::StageRequest {
             model_id: &model_id,
@@ -126,6 +135,8 @@ pub(crate) async fn prepare_staged(
             work: &work,
             exclude_library_spec: exclude,
             settings: &settings.agent,
+            ablation: ablation.as_ref(),
+            agent_bin,
         })
     })
     .await
@@ -141,7 +152,11 @@ pub(crate) fn notes(cx: &StageContext) -> String {
 async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
     let req = &cx.job.request;
     truth_dir(cx, "generate")?;
-    let guards = candidate::guard_set(&req.guards).map_err(perm)?;
+    // An ablation run's check is its tier's; the full validate comes after the loop.
+    let guards = match &req.ablation {
+        Some(a) => GuardSet::list(&a.guards.join(",")).map_err(perm)?,
+        None => candidate::guard_set(&req.guards).map_err(perm)?,
+    };
     let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
     let staged = prepare_staged(cx, "generate", "generate").await?;
     let task = Arc::new(Generate {
@@ -151,7 +166,85 @@ async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
         agent: req.agent.clone(),
         notes: notes(cx),
     });
-    agent_stage::run(cx, task, &*backend, &limits(&cx.settings.agent)).await
+    let result = agent_stage::run(cx, task.clone(), &*backend, &limits(&cx.settings.agent)).await;
+    if let Some(a) = &req.ablation {
+        // A transient failure runs the stage again; its record is written when the loop ends.
+        let ended = match &result {
+            Ok(_) => Some(None),
+            Err(StageError::Permanent(m)) => Some(Some(m.clone())),
+            Err(StageError::Transient(_)) => None,
+        };
+        if let Some(stage_error) = ended {
+            let (cx_job, job_dir, a) = (cx.job.clone(), cx.job_dir.clone(), a.clone());
+            tokio::task::spawn_blocking(move || {
+                record_ablation(&task, &cx_job, &job_dir, &a, stage_error)
+            })
+            .await
+            .map_err(perm)?
+            .map_err(|e| StageError::transient(format!("writing the ablation record: {e:#}")))?;
+        }
+    }
+    result
+}
+
+/// The agent's executable for the backends that run one.
+fn agent_bin(agent: &str, s: &AgentSettings) -> Option<std::path::PathBuf> {
+    match agent {
+        "claude" => Some(s.claude_bin.clone().into()),
+        "codex" => Some(s.codex_bin.clone().into()),
+        "kimi" => Some(s.kimi_bin.clone().into()),
+        _ => None,
+    }
+}
+
+/// Writes `ablation.json` for an ablation run whose loop ended: the ledger's accounting and
+/// claims, and the full validate (every guard, the same decontaminated library) of the last
+/// spec the agent wrote.
+fn record_ablation(
+    task: &Generate,
+    job: &crate::queue::record::JobRecord,
+    job_dir: &Path,
+    a: &AblationRun,
+    stage_error: Option<String>,
+) -> anyhow::Result<()> {
+    let ledger = agent_stage::Ledger::load(job_dir, "generate")?;
+    let req = &job.request;
+    let mut rec = RunRecord {
+        model_id: req.model_id.clone(),
+        tier: a.tier.clone(),
+        guards: a.guards.clone(),
+        seed: a.seed,
+        agent: req.agent.clone(),
+        agent_model: req.agent_model.clone(),
+        job_id: job.id.clone(),
+        removed: task
+            .staged
+            .decontamination
+            .as_ref()
+            .map(|d| d.removed.clone())
+            .unwrap_or_default(),
+        stage_error,
+        ..RunRecord::default()
+    };
+    rec.account(&ledger.attempts);
+    let last_written = ledger
+        .attempts
+        .iter()
+        .rev()
+        .find(|x| x.written && x.valid.is_some());
+    if let Some(last) = last_written {
+        let specs = job_dir.join(&last.dir).join("files/specs");
+        if let Some(candidate) = Candidate::read(&specs, &task.staged.spec_file)? {
+            let full = candidate::validate(
+                &task.staged.library,
+                &candidate,
+                &task.staged.truth,
+                &GuardSet::all(),
+            );
+            rec.full(&full);
+        }
+    }
+    rec.write(&job_dir.join(crate::ablation::run::FILE))
 }
 
 /// Generate as an agent task.
@@ -240,6 +333,7 @@ impl AgentTask for Generate {
             "spec": format!("generate/spec/models/{}", self.staged.spec_file),
             "workspace_spec": self.staged.spec_path(),
             "excluded_library_spec": self.staged.excluded,
+            "decontamination": self.staged.decontamination.as_ref().map(|d| &d.removed),
         }) else {
             unreachable!("a JSON object literal")
         };

@@ -11,7 +11,9 @@ use harch_engine::Repo;
 use harch_guards::truth::{Truth, ranges};
 use harch_sandbox::{StageSpec, StagedFile, ValidateCommand, Workspace};
 
+use super::decontaminate::{self, Decontaminated};
 use crate::queue::config::AgentSettings;
+use crate::queue::record::AblationRun;
 use crate::truth_dir;
 
 /// Where example model specs are staged, relative to `specs/` (not a path the spec loader reads).
@@ -31,6 +33,8 @@ pub struct Staged {
     pub spec_file: String,
     /// The library spec hidden from the agent (`specs/models/llama.yaml`), when one was.
     pub excluded: Option<String>,
+    /// An ablation run's decontamination: what the workspace and prompt leave out.
+    pub decontamination: Option<Decontaminated>,
     sandbox_dir: PathBuf,
     spec: StageSpec,
 }
@@ -80,6 +84,11 @@ pub struct StageRequest<'a> {
     pub work: &'a Path,
     pub exclude_library_spec: bool,
     pub settings: &'a AgentSettings,
+    /// An ablation run: decontaminated library, no examples, the tier's guards in `validate`,
+    /// reads confined to the workspace, the system and the agent's own installation.
+    pub ablation: Option<&'a AblationRun>,
+    /// The agent's executable (for an ablation's read roots); `None` for in-process backends.
+    pub agent_bin: Option<PathBuf>,
 }
 
 /// The job's truth: the truth dir, with native forward source when it has none.
@@ -156,12 +165,32 @@ pub fn agent_library(
 /// wrapper. The workspace itself is built by [`Staged::workspace`].
 pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     let truth = load_truth(req.truth_dir)?;
-    let AgentLibrary {
-        library,
-        examples,
-        prompt_repo,
-        excluded,
-    } = agent_library(req.spec_root, &truth, req.exclude_library_spec)?;
+    let (
+        AgentLibrary {
+            library,
+            examples,
+            prompt_repo,
+            excluded,
+        },
+        decontamination,
+    ) = match req.ablation {
+        None => (
+            agent_library(req.spec_root, &truth, req.exclude_library_spec)?,
+            None,
+        ),
+        Some(_) => {
+            let all = crate::specs::read_spec_files(req.spec_root)?;
+            let d =
+                decontaminate::decontaminate(&all, &crate::subject::architectures(&truth.config))?;
+            let lib = AgentLibrary {
+                library: d.library.clone(),
+                examples: BTreeMap::new(),
+                prompt_repo: Repo::from_files(d.library.clone()),
+                excluded: d.target.clone(),
+            };
+            (lib, Some(d))
+        }
+    };
 
     std::fs::create_dir_all(req.work)
         .with_context(|| format!("creating {}", req.work.display()))?;
@@ -179,7 +208,13 @@ pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
 
     let sandbox_dir = work.join("sandbox");
     let spec_file = spec_file_name(req.model_id, &truth.config);
-    let validate_bin = write_validate_wrapper(&work, &sandbox_dir.join("workspace"), &spec_file)?;
+    let tier_guards = req.ablation.map(|a| a.guards.join(","));
+    let validate_bin = write_validate_wrapper(
+        &work,
+        &sandbox_dir.join("workspace"),
+        &spec_file,
+        tier_guards.as_deref(),
+    )?;
     let run_as = sandbox_user(&req.settings.sandbox_user)?;
     if let Some((uid, _)) = run_as {
         check_traversable(&sandbox_dir, uid)?;
@@ -197,14 +232,85 @@ pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
     spec.support_dirs
         .push((PathBuf::from(EXAMPLES_DIR), examples_src.clone()));
     spec.fs_policy.require_landlock = req.settings.require_landlock;
+    if let Some(d) = &decontamination {
+        let library_src = work.join("library-src");
+        let _ = std::fs::remove_dir_all(&library_src);
+        std::fs::create_dir_all(&library_src)?;
+        for key in d.kept_components() {
+            let name = key.rsplit('/').next().unwrap_or(&key);
+            std::fs::write(library_src.join(name), &d.library[&key])?;
+        }
+        spec.library_components_dir = Some(library_src);
+        spec.fs_policy.read_roots = ablation_read_roots(
+            &work,
+            req.agent_bin.as_deref(),
+            &req.spec_root.join("specs"),
+        )?;
+    }
     Ok(Staged {
         truth,
         library,
         prompt_repo,
         spec_file,
         excluded,
+        decontamination,
         sandbox_dir,
         spec,
+    })
+}
+
+/// Where an ablation's agent may read: the system's own trees, the job's work dir (workspace
+/// and `validate` wrapper), the worker binary's directory and the agent's installation (the
+/// parent of its `bin/`). Refused when one of them holds the project's spec library, which the
+/// decontamination must keep out of reach.
+fn ablation_read_roots(
+    work: &Path,
+    agent_bin: Option<&Path>,
+    specs: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    const SYSTEM: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
+        "/dev", "/run", "/nix", "/snap",
+    ];
+    let mut roots: Vec<PathBuf> = SYSTEM
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    roots.push(work.to_path_buf());
+    let exe = std::env::current_exe().context("locating the harch-worker binary")?;
+    roots.extend(exe.parent().map(Path::to_path_buf));
+    if let Some(bin) = agent_bin.and_then(resolve_on_path) {
+        let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
+        let prefix = match dir.file_name() {
+            Some(n) if n == "bin" => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            _ => dir,
+        };
+        roots.push(prefix);
+    }
+    let specs = specs.canonicalize().unwrap_or_else(|_| specs.to_path_buf());
+    for r in &roots {
+        let r = r.canonicalize().unwrap_or_else(|_| r.clone());
+        if specs.starts_with(&r) {
+            bail!(
+                "an ablation's agent could read the spec library: {} is beneath the read root {}; install harch (or the agent) elsewhere",
+                specs.display(),
+                r.display()
+            );
+        }
+    }
+    Ok(roots)
+}
+
+/// `bin` as given when it names a path, else the first match on PATH.
+fn resolve_on_path(bin: &Path) -> Option<PathBuf> {
+    if bin.components().count() > 1 {
+        return Some(bin.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(bin))
+            .find(|p| p.is_file())
     })
 }
 
@@ -246,16 +352,22 @@ fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
 /// calls it from (the sandbox clears the environment, so the wrapper sets it). Bare `validate`
 /// checks the job's spec; `validate specs/models/<name>.yaml`, the path the prompt names, checks
 /// the file named.
+/// An ablation's wrapper also sets `HARCH_VALIDATE_GUARDS`: the agent's validate runs only the
+/// tier's guards.
 fn write_validate_wrapper(
     work: &Path,
     workspace: &Path,
     spec_file: &str,
+    guards: Option<&str>,
 ) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let exe = std::env::current_exe().context("locating the harch-worker binary")?;
     let quote = |p: &Path| format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"));
+    let tier = guards
+        .map(|g| format!("HARCH_VALIDATE_GUARDS={} ", quote(Path::new(g))))
+        .unwrap_or_default();
     let script = format!(
-        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
+        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\n{tier}HARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
         quote(workspace),
         quote(&workspace.join("specs/models").join(spec_file)),
         quote(&exe)
