@@ -50,6 +50,25 @@ pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
     "Bash(validate)",
 ];
 
+/// `allowed` plus writing and editing in every directory the workspace lets the agent write (a
+/// review stage's `review/`), so Claude Code's own permissions follow the sandbox's.
+fn allowed_tools(allowed: &[String], req: &AgentRequest<'_>) -> Vec<String> {
+    let mut out = allowed.to_vec();
+    let root = req.workspace.root();
+    for dir in req.workspace.writable_dirs() {
+        let Ok(rel) = dir.strip_prefix(&root) else {
+            continue;
+        };
+        for tool in ["Write", "Edit"] {
+            let rule = format!("{tool}(./{}/**)", rel.display());
+            if !out.contains(&rule) {
+                out.push(rule);
+            }
+        }
+    }
+    out
+}
+
 /// Environment switches that keep the host out of the agent's context and the network quiet.
 const ISOLATION_ENV: &[(&str, &str)] = &[
     ("DISABLE_AUTOUPDATER", "1"),
@@ -97,7 +116,7 @@ impl AgentBackend for ClaudeBackend {
             "--tools".into(),
             TOOLS.join(",").into(),
             "--allowedTools".into(),
-            self.allowed_tools.join(",").into(),
+            allowed_tools(&self.allowed_tools, req).join(",").into(),
         ];
         if let Some(usd) = req.limits.max_cost_usd {
             args.extend(["--max-budget-usd".into(), format!("{usd:.4}").into()]);

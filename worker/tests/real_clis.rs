@@ -179,14 +179,16 @@ impl Env {
     /// Enqueues the model (fresh: its library spec hidden), calls `prepare` on the job's dir,
     /// runs the worker once, and returns the job record.
     fn job_with(&self, prepare: impl FnOnce(&Path)) -> Value {
-        let out = self.run(&[
-            "enqueue",
-            "--offline",
-            "--fresh",
-            "--stages",
-            "fetch,generate,verify",
-            MODEL,
-        ]);
+        self.job_of(&["--fresh", "--stages", "fetch,generate,verify"], prepare)
+    }
+
+    /// Enqueues the model with `args`, calls `prepare` on the job's dir, runs the worker once,
+    /// and returns the job record.
+    fn job_of(&self, args: &[&str], prepare: impl FnOnce(&Path)) -> Value {
+        let mut all = vec!["enqueue", "--offline"];
+        all.extend(args);
+        all.push(MODEL);
+        let out = self.run(&all);
         let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
         prepare(&self.tmp.path().join("data/jobs").join(&id));
         self.run(&["run", "--once", "--concurrency", "1"]);
@@ -478,6 +480,88 @@ async fn kimi_cli_writes_validates_reads_the_errors_fixes_and_finishes() {
     for b in &bodies {
         assert_eq!(b["model"], "kimi-k2-scripted");
     }
+}
+
+/// The llama MLP's line of forward source, quoted by the review below.
+const DOWN: &str = "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))";
+
+/// A review of the library's llama spec: find the MLP's line with the CLI's shell tool, write
+/// the report citing the line number the tool result carried, with the CLI's file tool, finish.
+fn reviewing_script() -> Script {
+    Arc::new(|t| match t.n {
+        0 => Step::Shell(format!(
+            "grep -n -F '{DOWN}' truth/source/modeling_llama.py"
+        )),
+        1 => {
+            // `155:        down_proj = …`, wherever the CLI puts it in its tool result.
+            let line: String = t
+                .last_output
+                .split(DOWN)
+                .next()
+                .unwrap_or("")
+                .trim_end()
+                .trim_end_matches(':')
+                .chars()
+                .rev()
+                .take_while(char::is_ascii_digit)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            Step::Write {
+                path: "review/review.yaml".into(),
+                content: format!(
+                    "verdict: PASS\nmapping:\n  - step: \"32 decoder layers\"\n    node: layers\n    status: consistent\n    evidence:\n      - \"cfg: num_hidden_layers = 32\"\n      - \"count: model.layers = 32\"\n  - step: \"SwiGLU MLP\"\n    node: layers\n    status: consistent\n    evidence:\n      - 'src: modeling_llama.py:{line} \"{DOWN}\"'\n      - \"cfg: hidden_act = silu\"\ndefects: []\n"
+                ),
+            }
+        }
+        _ => Step::Say("The review is written to review/review.yaml.".into()),
+    })
+}
+
+/// The job reviewed the library spec and the worker's checker recorded PASS on every claim.
+fn assert_reviewed_pass(rec: &Value, backend: &str) {
+    assert_eq!(rec["state"], "succeeded", "{rec:#}");
+    let review = &stage(rec, "review")["summary"];
+    assert_eq!(review["recorded"], "PASS", "{review:#}");
+    assert_eq!(review["rows"]["verified"], 2, "{review:#}");
+    assert_eq!(review["claims_holding"], 4, "{review:#}");
+    let runs = review["attempts"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0]["backend"], backend);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_reviews_with_evidence_the_worker_checks() {
+    let Some(claude) = cli("claude") else { return };
+    let provider = Provider::anthropic("sk-ant-test", reviewing_script()).await;
+    let env = Env::new("claude", &claude)
+        .set("ANTHROPIC_BASE_URL", &provider.uri())
+        .set("ANTHROPIC_API_KEY", "sk-ant-test")
+        .set("ANTHROPIC_MODEL", CLAUDE_MODEL);
+    let rec = tokio::task::spawn_blocking(move || {
+        env.job_of(&["--stages", "fetch,verify,review"], |_| {})
+    })
+    .await
+    .unwrap();
+    assert_reviewed_pass(&rec, "claude");
+    // The report came back through the CLI's file tool after its shell tool found the line.
+    assert_eq!(provider.bodies().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_reviews_with_evidence_the_worker_checks() {
+    let Some(codex) = cli("codex") else { return };
+    let provider = Provider::openai_responses("sk-codex-test", reviewing_script()).await;
+    let env = Env::new("codex", &codex)
+        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
+        .set("CODEX_API_KEY", "sk-codex-test");
+    let rec = tokio::task::spawn_blocking(move || {
+        env.job_of(&["--stages", "fetch,verify,review"], |_| {})
+    })
+    .await
+    .unwrap();
+    assert_reviewed_pass(&rec, "codex");
 }
 
 /// `run --once` exits 1 when a job it drained failed: the tests read the job's record for that.
