@@ -332,7 +332,7 @@ impl<'a> Model<'a> {
             match kind {
                 LeafKind::Matrix => rank.saturating_sub(2),
                 LeafKind::Vector => rank.saturating_sub(1),
-                LeafKind::Table => 0,
+                LeafKind::Table | LeafKind::Buffer => 0,
             }
         };
         let weights: Vec<WeightInfo> = a

@@ -137,10 +137,14 @@ impl Analysis {
 
     /// Op rows whose value reaches no sink (model output, the end of a multi-token prediction
     /// module, a decode variant's output, a stream): computed, perhaps stored, never used.
+    /// A buffer computes nothing and is claimed for the checkpoint only: never dead.
     pub fn dead_nodes(&self) -> Vec<usize> {
         let live = self.live_rows();
         (0..self.nodes.len())
-            .filter(|&r| !live[r] && !self.nodes[r].op.starts_with("component:"))
+            .filter(|&r| {
+                let op = &self.nodes[r].op;
+                !live[r] && !op.starts_with("component:") && op != "buffer"
+            })
             .collect()
     }
 

@@ -93,6 +93,7 @@ pub mod code {
     pub const BAD_STREAM: &str = "L013";
     pub const DUPLICATE: &str = "L014";
     pub const BAD_CACHE: &str = "L015";
+    pub const BAD_RENAME: &str = "L016";
     /// Evaluation: a dim or expression that cannot be bound to a value.
     pub const UNBOUND: &str = "A001";
     pub const EVAL: &str = "A002";

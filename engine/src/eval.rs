@@ -75,6 +75,26 @@ struct Scope<'a> {
     block: Option<&'a BlockIr>,
     phase: Phase,
     emit_storage: bool,
+    /// Path segments renamed in checkpoint names below a fill's `rename:`.
+    rename: Rc<Vec<(String, String)>>,
+}
+
+impl Scope<'_> {
+    /// A node's own path (or leaf name) with this scope's renames applied segment by segment.
+    fn renamed(&self, path: &str) -> String {
+        if self.rename.is_empty() {
+            return path.to_string();
+        }
+        path.split('.')
+            .map(|seg| {
+                self.rename
+                    .iter()
+                    .find(|(from, _)| from == seg)
+                    .map_or(seg, |(_, to)| to.as_str())
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
 }
 
 struct Walker<'a> {
@@ -225,6 +245,15 @@ impl Args for NodeArgs<'_> {
             }),
         }
     }
+    fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
+        let Some(axes) = &self.node.shape else {
+            return Ok(None);
+        };
+        axes.iter()
+            .map(|e| expr::eval_int(e, &self.env).map_err(|err| self.eval_err("shape", err)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
     fn text(&self, name: &str) -> Result<Option<String>, OpError> {
         let Some(arg) = self.node.args.get(name) else {
             return Ok(None);
@@ -309,8 +338,9 @@ impl<'a> Walker<'a> {
             self.ir.dims.iter().map(|d| (d.name.as_str(), d)).collect();
         let mut done: HashMap<String, Q> = HashMap::new();
         let mut visiting = BTreeSet::new();
+        let mut failed = BTreeSet::new();
         for d in &self.ir.dims {
-            self.bind_dim(&d.name, &defs, &mut done, &mut visiting);
+            self.bind_dim(&d.name, &defs, &mut done, &mut visiting, &mut failed);
         }
         for d in &self.ir.dims {
             if let Some(q) = done.get(&d.name) {
@@ -335,31 +365,62 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Bind one dim and, first, the dims it reads. A dim that failed (an inexact division, a
+    /// missing config key) is reported once, where it failed: the dims that read it are left
+    /// unbound without a second error, and never mistaken for a cycle.
     fn bind_dim(
         &mut self,
         name: &str,
         defs: &HashMap<&str, &DimBinding>,
         done: &mut HashMap<String, Q>,
         visiting: &mut BTreeSet<String>,
+        failed: &mut BTreeSet<String>,
     ) -> Option<Q> {
         if let Some(q) = done.get(name) {
             return Some(q.clone());
         }
+        if failed.contains(name) {
+            return None;
+        }
         let def = *defs.get(name)?;
-        if !visiting.insert(name.to_string()) {
+        if visiting.contains(name) {
             self.error(
                 code::EVAL,
                 format!("dim `{name}` depends on itself"),
                 &def.loc,
                 Some("dims must not form a cycle".into()),
             );
+            failed.insert(name.to_string());
             return None;
         }
+        visiting.insert(name.to_string());
+        let q = self.bind_dim_value(name, def, defs, done, visiting, failed);
+        visiting.remove(name);
+        match &q {
+            Some(q) => {
+                done.insert(name.to_string(), q.clone());
+            }
+            None => {
+                failed.insert(name.to_string());
+            }
+        }
+        q
+    }
+
+    fn bind_dim_value(
+        &mut self,
+        name: &str,
+        def: &DimBinding,
+        defs: &HashMap<&str, &DimBinding>,
+        done: &mut HashMap<String, Q>,
+        visiting: &mut BTreeSet<String>,
+        failed: &mut BTreeSet<String>,
+    ) -> Option<Q> {
         let mut names = Vec::new();
         def.expr.names(&mut names);
         for n in names {
             if !done.contains_key(&*n) && defs.contains_key(&*n) {
-                self.bind_dim(&n, defs, done, visiting)?;
+                self.bind_dim(&n, defs, done, visiting, failed)?;
             }
         }
         // Dims show as their own names in formulas; their binding is one `explain` away.
@@ -375,10 +436,7 @@ impl<'a> Walker<'a> {
             );
             return None;
         }
-        let q = Q::atom(name, v.v, self.symbolic);
-        done.insert(name.to_string(), q.clone());
-        visiting.remove(name);
-        Some(q)
+        Some(Q::atom(name, v.v, self.symbolic))
     }
 
     fn top_level(&mut self) {
@@ -429,6 +487,7 @@ impl<'a> Walker<'a> {
                 block: None,
                 phase: Phase::Both,
                 emit_storage: true,
+                rename: Rc::new(vec![]),
             };
             let out = match &node.kind {
                 NodeKind::Stack(st) => self.stack(node, st, &scope, &inputs),
@@ -607,6 +666,7 @@ impl<'a> Walker<'a> {
                 block: Some(block),
                 phase: scope.phase,
                 emit_storage: scope.emit_storage,
+                rename: scope.rename.clone(),
             };
             let mut ins = vec![carried.clone()];
             ins.extend(inputs[1..].iter().cloned());
@@ -903,6 +963,11 @@ impl<'a> Walker<'a> {
                 if let Some(p) = &fill.path {
                     sc.path = join_path(&scope.path, p);
                 }
+                if !fill.rename.is_empty() {
+                    let mut r = (*scope.rename).clone();
+                    r.extend(fill.rename.iter().cloned());
+                    sc.rename = Rc::new(r);
+                }
                 if let Some(b) = ir.blocks.get(&fill.name) {
                     let sc = Scope {
                         block: Some(b),
@@ -937,7 +1002,10 @@ impl<'a> Walker<'a> {
         loc: Location,
     ) -> Option<(Scope<'a>, Location)> {
         let mut sc = Scope {
-            path: join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id)),
+            path: join_path(
+                &scope.path,
+                &scope.renamed(node.path.as_deref().unwrap_or(&node.id)),
+            ),
             id: id.to_string(),
             ..scope.clone()
         };
@@ -1084,9 +1152,11 @@ impl<'a> Walker<'a> {
             return None;
         }
         let window = window.or(window_in);
+        // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
                 .iter()
+                .filter(|l| l.kind != ops::LeafKind::Buffer)
                 .map(|l| Q::product(&l.shape))
                 .collect::<Vec<_>>(),
         );
@@ -1118,14 +1188,17 @@ impl<'a> Walker<'a> {
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
         if scope.emit_storage {
-            let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&node.id));
+            let path = join_path(
+                &scope.path,
+                &scope.renamed(node.path.as_deref().unwrap_or(&node.id)),
+            );
             for leaf in &out.leaves {
                 let leaf_name = node
                     .leaves
                     .get(leaf.role)
                     .cloned()
-                    .unwrap_or_else(|| leaf.role.to_string());
-                let name = join_path(&path, &leaf_name);
+                    .unwrap_or_else(|| leaf.name.to_string());
+                let name = join_path(&path, &scope.renamed(&leaf_name));
                 self.weight(row, leaf, name, scope, &loc);
             }
         }

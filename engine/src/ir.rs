@@ -74,6 +74,10 @@ pub struct NodeIr {
     pub instances: Option<InstancesIr>,
     pub stream_out: IndexMap<String, String>,
     pub reads: Vec<String>,
+    /// Explicit shape of a `parameter` or `buffer` node.
+    pub shape: Option<Vec<Expr>>,
+    /// Source anchor of a `buffer` node.
+    pub src: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -143,6 +147,8 @@ pub struct FillIr {
     pub name: String,
     pub bind: Vec<(String, Expr)>,
     pub path: Option<String>,
+    /// Path segments renamed in the filled component's checkpoint names.
+    pub rename: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]

@@ -131,7 +131,8 @@ impl Repo {
         let mut repo = Repo::default();
         for (path, text) in &files {
             let p = path.as_str();
-            if !p.ends_with(".yaml") && !p.ends_with(".yml") {
+            // A gap report (`<model>.gap.yaml`) sits next to its spec and is no spec file.
+            if (!p.ends_with(".yaml") && !p.ends_with(".yml")) || p.ends_with(".gap.yaml") {
                 continue;
             }
             let res: Result<(), SpecError> = (|| {
@@ -245,6 +246,63 @@ impl Repo {
             .collect()
     }
 
+    /// The dim table a model sees: the registered dims, plus the one-off dims its listed drafts
+    /// declare. A draft may not redeclare a registered dim, two drafts may not declare the same
+    /// one, and a library component declares none (its dims are registered in dims.yaml).
+    fn dims_for(&self, def: &ModelDef) -> (IndexMap<String, DimDef>, Vec<SpecError>) {
+        let mut dims = self.dims.clone();
+        let mut errors = Vec::new();
+        let mut declared_by: BTreeMap<String, String> = BTreeMap::new();
+        for c in self.components.values() {
+            if c.def.declare_dims.is_empty() {
+                continue;
+            }
+            let text = self.files.get(&c.file).map(String::as_str).unwrap_or("");
+            let loc = key_loc(&c.file, text, "declare_dims");
+            if !c.draft {
+                errors.push(
+                    SpecError::new(code::DUPLICATE, format!("library component `{}` declares dims; library dims are registered in specs/arch/dims.yaml", c.def.component), loc)
+                        .hint("promoting a draft moves its `declare_dims:` into specs/arch/dims.yaml"),
+                );
+                continue;
+            }
+            if !def.drafts.contains(&c.def.component) {
+                continue;
+            }
+            for (name, d) in &c.def.declare_dims {
+                if self.dims.contains_key(name) {
+                    errors.push(
+                        SpecError::new(
+                            code::DUPLICATE,
+                            format!(
+                                "draft `{}` declares dim `{name}`, which is registered already",
+                                c.def.component
+                            ),
+                            loc.clone(),
+                        )
+                        .hint(format!(
+                            "use the registered `{name}` ({}: {}) or pick a new name",
+                            self.dims[name].kind, self.dims[name].summary
+                        )),
+                    );
+                } else if let Some(other) = declared_by.get(name) {
+                    errors.push(SpecError::new(
+                        code::DUPLICATE,
+                        format!(
+                            "dim `{name}` is declared by drafts `{other}` and `{}`",
+                            c.def.component
+                        ),
+                        loc.clone(),
+                    ));
+                } else {
+                    declared_by.insert(name.clone(), c.def.component.clone());
+                    dims.insert(name.clone(), d.clone());
+                }
+            }
+        }
+        (dims, errors)
+    }
+
     /// Load a model spec (by model name or by file path) into the IR.
     pub fn load_model(&self, name_or_file: &str) -> Result<ModelIr, Vec<SpecError>> {
         let found = self.models.get(name_or_file).or_else(|| {
@@ -273,13 +331,16 @@ impl Repo {
             });
             return Err(vec![e]);
         };
+        let (dims, dim_errors) = self.dims_for(def);
         let mut ld = Loader {
             repo: self,
+            dims,
             errors: Vec::new(),
             comps: BTreeMap::new(),
             model_drafts: def.drafts.clone(),
             building: Vec::new(),
         };
+        ld.errors.extend(dim_errors);
         // Files that failed to parse are reported when nothing else explains a missing name.
         let ir = ld.model(def, file);
         // A component defined twice would be resolved silently to one of them: always an error.
@@ -300,6 +361,8 @@ impl Repo {
 
 struct Loader<'r> {
     repo: &'r Repo,
+    /// The registered dims plus those the model's drafts declare (`declare_dims:`).
+    dims: IndexMap<String, DimDef>,
     errors: Vec<SpecError>,
     comps: BTreeMap<String, Rc<ComponentIr>>,
     model_drafts: Vec<String>,
@@ -308,6 +371,9 @@ struct Loader<'r> {
 }
 
 const LOOP_VARS: &[&str] = &["i"];
+
+/// Ops whose node states its shape (`shape:`) instead of deriving it from args.
+const EXPLICIT_SHAPE: &[&str] = &["parameter", "buffer"];
 
 impl Loader<'_> {
     fn err(&mut self, e: SpecError) {
@@ -341,7 +407,7 @@ impl Loader<'_> {
             if allowed(&n) {
                 continue;
             }
-            let known = self.repo.dims.contains_key(&*n);
+            let known = self.dims.contains_key(&*n);
             let mut err = SpecError::new(
                 code::UNKNOWN_DIM,
                 if known {
@@ -354,7 +420,7 @@ impl Loader<'_> {
             err.hint = Some(if known {
                 format!("add `{n}` to the component's `dims:`")
             } else {
-                match closest(&n, self.repo.dims.keys().map(String::as_str)) {
+                match closest(&n, self.dims.keys().map(String::as_str)) {
                     Some(c) => format!("did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"),
                     None => "register the dim in specs/arch/dims.yaml (kind and summary), then bind it in the model's `dims:`".into(),
                 }
@@ -491,8 +557,8 @@ impl Loader<'_> {
         );
         self.check_role(&def.role, &role_loc);
         for d in &def.dims {
-            if !self.repo.dims.contains_key(d) {
-                let hint = closest(d, self.repo.dims.keys().map(String::as_str))
+            if !self.dims.contains_key(d) {
+                let hint = closest(d, self.dims.keys().map(String::as_str))
                     .map(|c| format!("did you mean `{c}`?"))
                     .unwrap_or_else(|| "register it in specs/arch/dims.yaml".into());
                 self.err(
@@ -732,7 +798,7 @@ impl Loader<'_> {
                         NodeKind::Op(spec)
                     }
                     None => {
-                        let names: Vec<&str> = ops::OPS.iter().map(|o| o.name).collect();
+                        let names: Vec<&str> = ops::all().map(|o| o.name).collect();
                         let hint = match closest(op, names.iter().copied()) {
                             Some(c) => {
                                 format!("did you mean `{c}`? `harch-worker ops` lists every op")
@@ -807,8 +873,7 @@ impl Loader<'_> {
                     let mut names = Vec::new();
                     e.names(&mut names);
                     // Bare words (`causal`, `silu`) are text arguments, not dims.
-                    let is_word =
-                        matches!(e, Expr::Name(_)) && !self.repo.dims.contains_key(&*names[0]);
+                    let is_word = matches!(e, Expr::Name(_)) && !self.dims.contains_key(&*names[0]);
                     if !is_word {
                         self.check_names(e, allowed, &loc, &format!("argument `{k}`"));
                     }
@@ -844,6 +909,47 @@ impl Loader<'_> {
                     index: i.index.clone(),
                 })
             });
+            let explicit =
+                matches!(&kind, NodeKind::Op(spec) if EXPLICIT_SHAPE.contains(&spec.name));
+            let shape = match (&n.shape, explicit) {
+                (Some(axes), true) => {
+                    let mut out = Vec::new();
+                    for (k, a) in axes.iter().enumerate() {
+                        let what = format!("shape axis {}", k + 1);
+                        if let Some(e) = self.parse_expr(&a.as_expr_text(), &loc, &what) {
+                            self.check_names(&e, allowed, &loc, &what);
+                            out.push(e);
+                        }
+                    }
+                    Some(out)
+                }
+                (None, true) => {
+                    self.err(
+                        SpecError::new(code::BAD_ARG, format!("node `{id}` needs `shape:`"), loc.clone())
+                            .hint("a parameter or buffer states its shape as a list of expressions, e.g. `shape: [1, 1, n_heads, 1]`"),
+                    );
+                    None
+                }
+                (Some(_), false) => {
+                    self.err(
+                        SpecError::new(code::BAD_ARG, format!("node `{id}` has `shape:`, which only `parameter` and `buffer` nodes take"), loc.clone())
+                            .hint("other ops derive their weight shapes from their args"),
+                    );
+                    None
+                }
+                (None, false) => None,
+            };
+            let is_buffer = matches!(&kind, NodeKind::Op(spec) if spec.name == "buffer");
+            if n.src.is_some() && !is_buffer {
+                self.err(
+                    SpecError::new(
+                        code::BAD_ARG,
+                        format!("node `{id}` has `src:`, which only `buffer` nodes take"),
+                        loc.clone(),
+                    )
+                    .hint("streams and caches carry their own `src:`"),
+                );
+            }
             nodes.push(NodeIr {
                 id: id.clone(),
                 loc,
@@ -857,6 +963,8 @@ impl Loader<'_> {
                 instances,
                 stream_out: n.stream_out.clone(),
                 reads: n.reads.clone(),
+                shape,
+                src: n.src.clone(),
             });
         }
         let ordered = self.order(nodes, inputs, file, &failed);
@@ -874,6 +982,94 @@ impl Loader<'_> {
         ordered
     }
 
+    /// A fill's `rename:`: each key must be a module path segment (or leaf name) somewhere in
+    /// the filled component, and each value a plain segment.
+    fn renames(
+        &mut self,
+        rename: &IndexMap<String, String>,
+        comp: Option<&ComponentIr>,
+        cname: &str,
+        slot: &str,
+        loc: &Location,
+    ) -> Vec<(String, String)> {
+        if rename.is_empty() {
+            return vec![];
+        }
+        let Some(comp) = comp else {
+            self.err(
+                SpecError::new(
+                    code::BAD_RENAME,
+                    format!("slot `{slot}` is filled by block `{cname}`, which cannot be renamed"),
+                    loc.clone(),
+                )
+                .hint("rename the components inside that block's own fills"),
+            );
+            return vec![];
+        };
+        let mut segments = BTreeSet::new();
+        self.module_segments(comp, &mut segments, 0);
+        let mut out = Vec::new();
+        for (from, to) in rename {
+            let plain =
+                |s: &str| !s.is_empty() && !s.contains('.') && !s.contains('{') && !s.contains('}');
+            if !plain(from) || !plain(to) {
+                self.err(
+                    SpecError::new(
+                        code::BAD_RENAME,
+                        format!("rename `{from}: {to}` in slot `{slot}`: both sides must be one path segment"),
+                        loc.clone(),
+                    )
+                    .hint("e.g. `rename: { gate_proj: w1, up_proj: w3, down_proj: w2 }`; the slot's own module is `path:`"),
+                );
+                continue;
+            }
+            if !segments.contains(from.as_str()) {
+                let hint = match closest(from, segments.iter().map(String::as_str)) {
+                    Some(c) => format!(
+                        "did you mean `{c}`? `{cname}` names its modules: {}",
+                        segments.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    None => format!(
+                        "`{cname}` names its modules: {}",
+                        segments.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                self.err(
+                    SpecError::new(
+                        code::BAD_RENAME,
+                        format!("rename `{from}` in slot `{slot}` matches no module of `{cname}`"),
+                        loc.clone(),
+                    )
+                    .hint(hint),
+                );
+                continue;
+            }
+            out.push((from.clone(), to.clone()));
+        }
+        out
+    }
+
+    /// Every module path segment and leaf-name override under a component, nested ones too.
+    fn module_segments(&self, comp: &ComponentIr, out: &mut BTreeSet<String>, depth: usize) {
+        if depth > 32 {
+            return;
+        }
+        for n in &comp.nodes {
+            let path = n.path.as_deref().unwrap_or(&n.id);
+            out.extend(
+                path.split('.')
+                    .filter(|s| !s.is_empty() && !s.starts_with('{'))
+                    .map(String::from),
+            );
+            out.extend(n.leaves.values().cloned());
+            if let NodeKind::Component { name, .. } = &n.kind
+                && let Some(c) = self.comps.get(name)
+            {
+                self.module_segments(&c.clone(), out, depth + 1);
+            }
+        }
+    }
+
     fn binds(
         &mut self,
         bind: &IndexMap<String, Scalar>,
@@ -882,8 +1078,8 @@ impl Loader<'_> {
     ) -> Vec<(String, Expr)> {
         let mut out = Vec::new();
         for (k, v) in bind {
-            if !self.repo.dims.contains_key(k) {
-                let hint = closest(k, self.repo.dims.keys().map(String::as_str))
+            if !self.dims.contains_key(k) {
+                let hint = closest(k, self.dims.keys().map(String::as_str))
                     .map(|c| format!("did you mean `{c}`?"))
                     .unwrap_or_default();
                 self.err(
@@ -1072,8 +1268,8 @@ impl Loader<'_> {
         let mut dims = Vec::new();
         for (name, v) in &def.dims {
             let loc = loc_of(file, &v.referenced).with_node(format!("dims.{name}"));
-            if !self.repo.dims.contains_key(name) {
-                let hint = closest(name, self.repo.dims.keys().map(String::as_str))
+            if !self.dims.contains_key(name) {
+                let hint = closest(name, self.dims.keys().map(String::as_str))
                     .map(|c| {
                         format!(
                             "did you mean `{c}`? Dims are registered once in specs/arch/dims.yaml"
@@ -1138,24 +1334,34 @@ impl Loader<'_> {
             let template = self.component(&b.value.template, &loc);
             let mut fills = IndexMap::new();
             for (slot, f) in &b.value.fill {
-                let (cname, bind, path) = match f {
-                    FillDef::Name(n) => (n.clone(), IndexMap::new(), None),
+                let (cname, bind, path, rename) = match f {
+                    FillDef::Name(n) => (n.clone(), IndexMap::new(), None, IndexMap::new()),
                     FillDef::Full {
                         component,
                         bind,
                         path,
-                    } => (component.clone(), bind.clone(), path.clone()),
+                        rename,
+                    } => (
+                        component.clone(),
+                        bind.clone(),
+                        path.clone(),
+                        rename.clone(),
+                    ),
                 };
-                if !def.blocks.contains_key(&cname) {
-                    self.component(&cname, &loc);
-                }
+                let comp = if def.blocks.contains_key(&cname) {
+                    None
+                } else {
+                    self.component(&cname, &loc)
+                };
                 let bind = self.binds(&bind, &loc, &allowed_all);
+                let rename = self.renames(&rename, comp.as_deref(), &cname, slot, &loc);
                 fills.insert(
                     slot.clone(),
                     FillIr {
                         name: cname,
                         bind,
                         path,
+                        rename,
                     },
                 );
             }
@@ -1291,7 +1497,7 @@ impl Loader<'_> {
             outputs: def.outputs.clone(),
             components: std::mem::take(&mut self.comps),
             schemes: self.repo.schemes.clone(),
-            dim_table: self.repo.dims.clone(),
+            dim_table: self.dims.clone(),
             model_card: def.model_card.clone(),
             unused_config: def.unused_config.clone(),
             drafts: def.drafts.clone(),

@@ -88,6 +88,11 @@ pub struct NodeDef {
     #[serde(default)]
     pub reads: Vec<String>,
     pub summary: Option<String>,
+    /// Explicit shape of a `parameter` or `buffer` node: expressions over the component's dims.
+    pub shape: Option<Vec<Scalar>>,
+    /// Source anchor of a `buffer` node: a quote (in backticks) of where the forward source
+    /// registers it (`register_buffer("inv_freq"`).
+    pub src: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -181,6 +186,10 @@ pub struct ComponentDef {
     pub decode_variant: Option<String>,
     /// The forward-source class this component renders (for review and prompts).
     pub source: Option<String>,
+    /// One-off dims a draft registers for itself (kind and summary, as in dims.yaml); visible
+    /// to a model that lists the draft. Library components register theirs in dims.yaml.
+    #[serde(default)]
+    pub declare_dims: IndexMap<String, DimDef>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -203,6 +212,10 @@ pub enum FillDef {
         bind: IndexMap<String, Scalar>,
         /// Module path of the filled component, replacing the slot's.
         path: Option<String>,
+        /// Checkpoint names of the filled component's modules where they differ from its node
+        /// paths: `{ gate_proj: w1, up_proj: w3, down_proj: w2 }` (a path segment, anywhere below).
+        #[serde(default)]
+        rename: IndexMap<String, String>,
     },
 }
 

@@ -16,10 +16,31 @@ fn parent(id: &str) -> &str {
 }
 
 pub fn check(a: &Analysis) -> Vec<Diagnostic> {
-    let mut out: Vec<Diagnostic> = a
-        .axiom_failures
-        .iter()
-        .map(|f| Diagnostic::new("axiom", code::DECLARED, f.message.clone(), f.loc.clone()).hint("the evaluation contradicts an invariant the component declares: fix the graph or the cache declaration"))
+    // One finding per declared invariant and message: a component instantiated in every layer
+    // group (or every expert) fails the same way in each, and says so once.
+    let mut grouped: Vec<(&harch_engine::analysis::AxiomResult, usize)> = Vec::new();
+    for f in &a.axiom_failures {
+        let same = |g: &harch_engine::analysis::AxiomResult| {
+            g.component == f.component
+                && g.message == f.message
+                && g.loc.file == f.loc.file
+                && g.loc.line == f.loc.line
+        };
+        match grouped.iter_mut().find(|(g, _)| same(g)) {
+            Some((_, n)) => *n += 1,
+            None => grouped.push((f, 1)),
+        }
+    }
+    let mut out: Vec<Diagnostic> = grouped
+        .into_iter()
+        .map(|(f, n)| {
+            let also = if n > 1 {
+                format!(" (in {n} instances; the first is `{}`)", f.node)
+            } else {
+                String::new()
+            };
+            Diagnostic::new("axiom", code::DECLARED, format!("{}{also}", f.message), f.loc.clone()).hint("the evaluation contradicts an invariant the component declares: fix the graph or the cache declaration")
+        })
         .collect();
     for c in &a.caches {
         if c.growth == Growth::Constant {

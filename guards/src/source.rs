@@ -13,6 +13,83 @@ pub mod code {
     pub const NO_PRODUCER_OR_READER: &str = "O002";
     pub const NO_SOURCE: &str = "O003";
     pub const NO_ANCHOR: &str = "O004";
+    pub const BUFFER_KIND: &str = "O005";
+    pub const BUFFER_ANCHOR: &str = "O006";
+}
+
+/// Names the source registers as buffers: the first argument of each
+/// `register_buffer("name", ...)` (either quote).
+pub fn registered_buffers<'a>(texts: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for t in texts {
+        for (at, _) in t.match_indices("register_buffer(") {
+            let rest = t[at + "register_buffer(".len()..].trim_start();
+            let Some(q) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+                continue;
+            };
+            if let Some(end) = rest[1..].find(q) {
+                out.insert(rest[1..1 + end].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The tensor name a `parameter` or `buffer` node stores: the last segment of its path.
+fn stored_name(n: &harch_engine::ir::NodeIr) -> &str {
+    let p = n.path.as_deref().unwrap_or(&n.id);
+    p.rsplit('.').next().unwrap_or(p)
+}
+
+/// Buffers and explicit parameters against the source: a buffer quotes where the source
+/// registers it, and a tensor the source registers as a buffer is not declared a parameter.
+fn stored_tensors(
+    ir: &ModelIr,
+    normalized: &[(&String, String)],
+    buffers: &BTreeSet<String>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let nodes = ir
+        .graph
+        .iter()
+        .chain(ir.components.values().flat_map(|c| c.nodes.iter()));
+    for n in nodes {
+        let NodeKind::Op(spec) = &n.kind else {
+            continue;
+        };
+        let name = stored_name(n);
+        match spec.name {
+            "parameter" if buffers.contains(name) => out.push(
+                Diagnostic::new("source", code::BUFFER_KIND, format!("`{}` is declared a parameter, but the forward source registers `{name}` as a buffer", n.id), n.loc.clone())
+                    .hint(format!("declare it `op: buffer` with `src:` quoting the `register_buffer(\"{name}\"` line: a buffer is stored, never a parameter")),
+            ),
+            "buffer" => match &n.src {
+                None => out.push(
+                    Diagnostic::new("source", code::BUFFER_ANCHOR, format!("buffer `{}` has no `src:` anchor", n.id), n.loc.clone())
+                        .hint(format!("src: '`register_buffer(\"{name}\"`' (copied verbatim from the source, in backticks)")),
+                ),
+                Some(src) if !normalized.is_empty() => {
+                    for snip in anchor_snippets(src) {
+                        let want = normalize(&snip);
+                        if !normalized.iter().any(|(_, t)| t.contains(&want)) {
+                            out.push(
+                                Diagnostic::new("source", code::BUFFER_ANCHOR, format!("buffer `{}`: anchor `{snip}` is not in the forward source", n.id), n.loc.clone())
+                                    .hint("quote, in backticks, the source's `register_buffer(...)` line for this tensor"),
+                            );
+                        }
+                    }
+                    if !buffers.contains(name) {
+                        out.push(
+                            Diagnostic::new("source", code::BUFFER_KIND, format!("buffer `{}`: the forward source registers no buffer named `{name}`", n.id), n.loc.clone())
+                                .hint("a buffer is what `register_buffer(\"name\", ...)` creates; a learned tensor is `op: parameter`"),
+                        );
+                    }
+                }
+                Some(_) => {}
+            },
+            _ => {}
+        }
+    }
 }
 
 /// Whitespace runs collapsed to one space: anchors match across line breaks and indentation.
@@ -101,6 +178,8 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
                 .hint("stage modeling_*.py under the truth directory's source/ (`harch-worker fetch`), or run scripts/fetch-transformers-src for native architectures"),
         );
     }
+    let buffers = registered_buffers(texts.iter().map(|(_, t)| *t));
+    stored_tensors(ir, &normalized, &buffers, &mut out);
     for node in &ir.graph {
         let NodeKind::Stack(st) = &node.kind else {
             continue;

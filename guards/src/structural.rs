@@ -12,6 +12,11 @@ pub mod code {
     pub const MASK: &str = "R003";
     pub const WINDOW: &str = "R004";
     pub const UNCAPPED_CACHE: &str = "R005";
+    pub const ROUTER_SCORING: &str = "R006";
+    pub const ROUTER_BIAS: &str = "R007";
+    pub const ROUTER_GROUPS: &str = "R008";
+    pub const ROUTER_WEIGHTS: &str = "R009";
+    pub const ROTARY_ON: &str = "R010";
 }
 
 /// The rope type config declares, in any of its spellings; `default` when there is no scaling.
@@ -207,6 +212,8 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
             _ => {}
         }
     }
+    out.extend(routers(a, config));
+    out.extend(rotary_by_layer(a, config));
     let window = sliding_window(config);
     for g in a
         .groups
@@ -263,6 +270,163 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
                 );
             }
         }
+    }
+    out
+}
+
+/// Router attributes against config: scoring function, selection bias, grouped top-k, and what
+/// happens to the k kept weights. A key config does not set is not checked; a key it sets must
+/// be what the router states (an unstated attribute is its default: softmax, no bias, one
+/// group, no renormalization, a factor of 1).
+fn routers(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let method = config.get("topk_method").and_then(|v| v.as_str());
+    for n in a.nodes.iter().filter(|n| n.op == "router") {
+        let text = |k: &str| n.args.get(k).map(|v| v.text.clone());
+        let int = |k: &str| n.args.get(k).and_then(|v| v.int);
+        let mut push = |code: &'static str, msg: String, hint: &str| {
+            if seen.insert((code, n.component.clone())) {
+                out.push(
+                    Diagnostic::new(
+                        "structural",
+                        code,
+                        format!("router `{}`: {msg}", n.id),
+                        n.loc.clone(),
+                    )
+                    .hint(hint.to_string()),
+                );
+            }
+        };
+        if let Some(want) = config.get("scoring_func").and_then(|v| v.as_str()) {
+            let got = text("scoring").unwrap_or_else(|| "softmax".into());
+            if got != want {
+                push(
+                    code::ROUTER_SCORING,
+                    format!("scores experts with {got} but config `scoring_func` is {want}"),
+                    "bind `scoring:` from config through an attr: `router_scoring: \"config.scoring_func ?? 'softmax'\"`",
+                );
+            }
+        }
+        if let Some(m) = method {
+            let want = m == "noaux_tc";
+            let got = int("score_bias").unwrap_or(0) != 0;
+            if got != want {
+                push(
+                    code::ROUTER_BIAS,
+                    format!(
+                        "{} a selection bias but config `topk_method` is {m}",
+                        if got { "has" } else { "has no" }
+                    ),
+                    "`score_bias:` is on exactly when config.topk_method == 'noaux_tc' (e_score_correction_bias)",
+                );
+            }
+        }
+        if let Some(groups) = config.get("n_group").and_then(|v| v.as_i64()) {
+            // Greedy selection ignores the groups config may still list.
+            let grouped = !matches!(method, Some("greedy"));
+            let kept = config
+                .get("topk_group")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(groups);
+            let want = if grouped {
+                (groups as i128, kept as i128)
+            } else {
+                (1, 1)
+            };
+            let got_groups = int("n_group").unwrap_or(1);
+            let got = (got_groups, int("topk_group").unwrap_or(got_groups));
+            if got != want {
+                push(
+                    code::ROUTER_GROUPS,
+                    format!(
+                        "selects in {} groups keeping {} but config gives n_group {groups}, topk_group {kept}{}",
+                        got.0,
+                        got.1,
+                        method.map(|m| format!(" ({m})")).unwrap_or_default()
+                    ),
+                    "bind `n_group:`/`topk_group:` from config.n_group/config.topk_group (1 and 1 for greedy selection)",
+                );
+            }
+        }
+        if let Some(want) = config.get("norm_topk_prob").and_then(|v| v.as_bool()) {
+            let got = int("norm_topk_prob").unwrap_or(0) != 0;
+            if got != want {
+                push(
+                    code::ROUTER_WEIGHTS,
+                    format!("norm_topk_prob is {got} but config says {want}"),
+                    "bind `norm_topk_prob:` from config.norm_topk_prob",
+                );
+            }
+        }
+        if let Some(want) = config.get("routed_scaling_factor").and_then(|v| v.as_f64()) {
+            let got = text("routed_scaling_factor")
+                .and_then(|t| t.parse::<f64>().ok())
+                .unwrap_or(1.0);
+            if (got - want).abs() > 1e-9 {
+                push(
+                    code::ROUTER_WEIGHTS,
+                    format!(
+                        "scales the kept weights by {got} but config `routed_scaling_factor` is {want}"
+                    ),
+                    "bind `routed_scaling_factor:` from config through an attr: `router_scale: \"config.routed_scaling_factor ?? 1\"`",
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Whether config applies rotary embedding at layer `i`: `no_rope_layers` (1 = rope),
+/// `nope_layer_interval` (every n-th layer has none), `mla_use_nope` (no layer has any).
+/// `None` when config does not say.
+fn layer_uses_rope(config: &serde_json::Value, i: i128) -> Option<bool> {
+    if let Some(list) = config.get("no_rope_layers").and_then(|v| v.as_array())
+        && !list.is_empty()
+    {
+        return list
+            .get(i as usize)
+            .and_then(|v| v.as_i64())
+            .map(|v| v != 0);
+    }
+    if let Some(n) = config.get("nope_layer_interval").and_then(|v| v.as_i64())
+        && n > 0
+    {
+        return Some((i + 1) % n as i128 != 0);
+    }
+    if config.get("mla_use_nope").and_then(|v| v.as_bool()) == Some(true) {
+        return Some(false);
+    }
+    None
+}
+
+/// Each layer group's attention applies rotary embedding exactly where config says it does.
+fn rotary_by_layer(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for g in a
+        .groups
+        .iter()
+        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+    {
+        let nodes: Vec<&NodeRow> = in_group(a, &g.stack, &g.block).collect();
+        let Some(attn) = nodes.iter().find(|n| n.op == "attention_score") else {
+            continue;
+        };
+        let has_rope = nodes.iter().any(|n| n.op == "rope");
+        let wrong: Vec<i128> = g
+            .layers
+            .iter()
+            .copied()
+            .filter(|&i| layer_uses_rope(config, i).is_some_and(|want| want != has_rope))
+            .collect();
+        if wrong.is_empty() {
+            continue;
+        }
+        let layers = harch_engine::analysis::ranges(&wrong);
+        out.push(
+            Diagnostic::new("structural", code::ROTARY_ON, format!("layers {layers} (block `{}`): attention `{}` {} rotary embedding but config says {}", g.block, attn.id, if has_rope { "applies" } else { "applies no" }, if has_rope { "these layers have none (NoPE)" } else { "they use it" }), attn.loc.clone())
+                .hint("switch rope per block by binding its flag (`bind: { use_rope: 0 }` for NoPE layers), with the schedule's `where:` reading config (no_rope_layers, nope_layer_interval, mla_use_nope)"),
+        );
     }
     out
 }

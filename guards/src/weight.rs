@@ -482,7 +482,7 @@ pub fn check(
                     code::ELEMENTS
                 };
                 let detail = format!(
-                    "expected {} ({want_n} elements) got {} ({got_n} elements)",
+                    "spec {} ({want_n} elements), checkpoint {} ({got_n} elements)",
                     shape_str(&want),
                     shape_str(&got),
                 );
@@ -494,7 +494,7 @@ pub fn check(
                     code::LAYOUT
                 };
                 let detail = format!(
-                    "expected {} got {} (same element count: transposed or split differently?)",
+                    "spec {}, checkpoint {} (same element count: transposed or split differently?)",
                     shape_str(&want),
                     shape_str(&got)
                 );
@@ -529,6 +529,7 @@ pub fn check(
 
     let mut weight = Vec::new();
     let mut packing = Vec::new();
+    let buffers = crate::source::registered_buffers(truth.sources.values());
     for (key, mut tuples) in found {
         // Hash order is arbitrary: sort so the example and the report are the same every run.
         tuples.sort_unstable();
@@ -554,9 +555,15 @@ pub fn check(
             code::UNCLAIMED => {
                 let dtype_shape = join.tensor(&key.pattern, ex).map(|k| format!(" {} {}", tensors[k].dtype, shape_str(&tensors[k].shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
                 let mut d = Diagnostic::new("weight", key.code, format!("{at}checkpoint tensor `{name}`{dtype_shape} is claimed by no spec leaf{count}{example}"), loc);
-                d.hint = Some(match closest(&key.pattern, spec_patterns.iter().copied()) {
-                    Some(c) => format!("the closest spec tensor is `{}`; add the module that owns this tensor or fix its path", display(c)),
-                    None => "add the module that owns this tensor (path, leaves) to the spec".into(),
+                let last = key.pattern.rsplit('.').next().unwrap_or("");
+                d.hint = Some(if buffers.contains(last) || last == "inv_freq" {
+                    // A buffer has no owning module to add: adding an op would invent parameters.
+                    format!("`{last}` looks like a buffer (the forward source registers it with `register_buffer`, or it is a rotary `inv_freq`): declare it `{{ op: buffer, shape: [...], src: '`register_buffer(\"{last}\"`' }}` at its path; a buffer is stored, never a parameter")
+                } else {
+                    match closest(&key.pattern, spec_patterns.iter().copied()) {
+                        Some(c) => format!("the closest spec tensor is `{}`; add the module that owns this tensor or fix its path", display(c)),
+                        None => "add the module that owns this tensor (path, leaves) to the spec".into(),
+                    }
                 });
                 d
             }

@@ -20,6 +20,7 @@
 mod check;
 mod claim;
 mod facts;
+pub mod gap;
 mod numbers;
 mod orders;
 mod report;

@@ -325,3 +325,95 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Echo whose agent may say the task cannot be done: a rejected result with a report the task
+/// accepts as a reason ends the loop instead of re-prompting (the generate stage's gap report).
+struct StopsOnReport {
+    echo: Echo,
+}
+
+impl AgentTask for StopsOnReport {
+    fn name(&self) -> &'static str {
+        self.echo.name()
+    }
+    fn report_file(&self) -> &'static str {
+        self.echo.report_file()
+    }
+    fn read_back(&self) -> ReadBack {
+        self.echo.read_back()
+    }
+    fn unmet(&self) -> String {
+        self.echo.unmet()
+    }
+    fn workspace(&self) -> anyhow::Result<Workspace> {
+        self.echo.workspace()
+    }
+    fn prompt(&self, previous: Option<&Attempt>) -> anyhow::Result<Prompt> {
+        self.echo.prompt(previous)
+    }
+    fn check(&self, n: u32, files: &AgentFiles) -> anyhow::Result<Checked> {
+        self.echo.check(n, files)
+    }
+    fn keep(&self, files: &AgentFiles, checked: &Checked, out: &Path) -> anyhow::Result<()> {
+        self.echo.keep(files, checked, out)
+    }
+    fn stop(&self, checked: &Checked) -> Option<String> {
+        (checked.report["valid"] == false).then(|| "the agent reports a DSL gap".to_string())
+    }
+}
+
+/// An agent that writes what it is given, every run.
+struct Writes(&'static str);
+
+#[async_trait::async_trait]
+impl AgentBackend for Writes {
+    fn name(&self) -> &'static str {
+        "writes"
+    }
+
+    async fn run(&self, req: &AgentRequest<'_>) -> Result<AgentOutcome, AgentError> {
+        let ws = req.workspace;
+        let transcript = ws.logs_dir().join(format!("{}.writes.jsonl", req.label));
+        std::fs::write(&transcript, "{}\n").unwrap();
+        std::fs::write(ws.specs_dir().join("models/m.yaml"), self.0).unwrap();
+        Ok(AgentOutcome {
+            backend: "writes".into(),
+            model: None,
+            exit_code: Some(0),
+            claimed_success: true,
+            turns: Some(1),
+            usage: None,
+            cost_usd: None,
+            wall_ms: 1,
+            transcript,
+            stderr_log: None,
+            files_changed: Vec::new(),
+            final_message: None,
+            failure: None,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_stops_ends_the_loop_after_one_rejected_run() {
+    let f = fixture(5);
+    let task = Arc::new(StopsOnReport {
+        echo: Echo {
+            sandbox: f.cx.job_dir.join("work/echo"),
+        },
+    });
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        agent_stage::run(&f.cx, task, &Writes("model: cannot\n"), &limits()),
+    )
+    .await
+    .expect("the loop wedged")
+    .unwrap_err();
+    assert!(
+        matches!(&err, StageError::Permanent(m) if m.contains("the agent reports a DSL gap")),
+        "{err}"
+    );
+    let ledger = Ledger::load(&f.cx.job_dir, "echo").unwrap();
+    assert_eq!(ledger.attempts.len(), 1, "no second run after the stop");
+    assert_eq!(ledger.attempts[0].valid, Some(false));
+}

@@ -88,6 +88,13 @@ pub trait AgentTask: Send + Sync + 'static {
     fn cycle(&self) -> u32 {
         0
     }
+    /// Why the loop must end after a rejected result instead of re-prompting (the agent
+    /// reported, with verified evidence, that the task cannot be done as asked): the stage
+    /// fails permanently with this message. None: re-prompt.
+    fn stop(&self, checked: &Checked) -> Option<String> {
+        let _ = checked;
+        None
+    }
 }
 
 /// Runs `task`'s loop with `backend` to an accepted result, a spent budget, or a stop.
@@ -330,6 +337,7 @@ impl<T: AgentTask> Loop<'_, T> {
         let kept = Kept::new(&cx.job_dir, &a.dir).map_err(transient)?;
         keep_logs(ws, &kept, &a.label.clone(), self.limits).await;
         let mut accepted = None;
+        let mut stop = None;
         match readback::read_back(ws.root(), task.read_back()).await {
             Err(refusal) => a.rejected = Some(refusal),
             Ok(None) => {}
@@ -354,6 +362,8 @@ impl<T: AgentTask> Loop<'_, T> {
                 a.feedback_more = checked.feedback_more;
                 if checked.valid {
                     accepted = Some((files, checked));
+                } else {
+                    stop = task.stop(&checked);
                 }
             }
         }
@@ -379,6 +389,10 @@ impl<T: AgentTask> Loop<'_, T> {
                 usage: Default::default(),
                 summary: self.mirror.summary(&self.ledger),
             }));
+        }
+        if let Some(reason) = stop {
+            self.mirror.log(&reason);
+            return Err(StageError::permanent(reason));
         }
         let backend = self.backend.name();
         let message = attempt.failure_message.clone().unwrap_or_default();

@@ -256,6 +256,15 @@ struct Generate {
     notes: String,
 }
 
+impl Generate {
+    /// Where the agent reports a DSL gap or a disputed guard: next to the spec,
+    /// `specs/models/<model_type>.gap.yaml`.
+    fn gap_path(&self) -> String {
+        let spec = self.staged.spec_path();
+        format!("{}.gap.yaml", spec.trim_end_matches(".yaml"))
+    }
+}
+
 impl AgentTask for Generate {
     fn name(&self) -> &'static str {
         "generate"
@@ -267,6 +276,7 @@ impl AgentTask for Generate {
 
     fn read_back(&self) -> ReadBack {
         let mut r = ReadBack::new(self.staged.spec_path());
+        r.optional.push(self.gap_path());
         r.dirs.push((
             format!("specs/{}", harch_sandbox::DRAFTS_DIR),
             vec!["yaml", "yml"],
@@ -302,9 +312,11 @@ impl AgentTask for Generate {
     }
 
     fn check(&self, n: u32, files: &AgentFiles) -> anyhow::Result<Checked> {
+        let mut spec_files = files.clone();
+        spec_files.remove(&self.gap_path());
         let candidate = Candidate {
             model_key: self.staged.spec_path(),
-            files: files.clone(),
+            files: spec_files,
         };
         let r = candidate::validate(
             &self.staged.library,
@@ -312,19 +324,52 @@ impl AgentTask for Generate {
             &self.staged.truth,
             &self.guards,
         );
-        validation_checked(n, &r)
+        let mut checked = validation_checked(n, &r)?;
+        // A gap report counts only while the spec is invalid, and only with verified evidence.
+        if let Some(text) = files.get(&self.gap_path()).filter(|_| !r.valid) {
+            let raised: Vec<&str> = r.errors.iter().map(|d| d.code).collect();
+            let facts = harch_review::Facts::from_truth(&self.staged.truth);
+            match harch_review::gap::check_gap(&self.gap_path(), text, &facts, &raised) {
+                Ok(gap) => {
+                    let mut v = serde_json::to_value(&gap)?;
+                    v["line"] = Value::String(gap.line());
+                    checked.report["gap"] = v;
+                }
+                Err(diags) => {
+                    let mut errors = r.errors.clone();
+                    errors.extend(diags);
+                    let prior = PriorErrors::from_diagnostics(n, &errors);
+                    checked.errors = errors.len();
+                    checked.error_codes =
+                        errors.iter().take(8).map(|d| d.code.to_string()).collect();
+                    checked.feedback = prior.lines;
+                    checked.feedback_more = prior.more;
+                }
+            }
+        }
+        Ok(checked)
     }
 
     fn keep(&self, files: &AgentFiles, checked: &Checked, out: &Path) -> anyhow::Result<()> {
+        let mut spec_files = files.clone();
+        spec_files.remove(&self.gap_path());
         let candidate = Candidate {
             model_key: self.staged.spec_path(),
-            files: files.clone(),
+            files: spec_files,
         };
         candidate.write(&out.join("spec"))?;
         crate::queue::store::write_atomic(
             &out.join("report.json"),
             &serde_json::to_vec_pretty(&checked.report)?,
         )
+    }
+
+    fn stop(&self, checked: &Checked) -> Option<String> {
+        let line = checked.report.get("gap")?.get("line")?.as_str()?;
+        Some(format!(
+            "{line}; the job stops here (see {} in the last attempt)",
+            self.gap_path()
+        ))
     }
 
     fn summary(&self) -> serde_json::Map<String, Value> {

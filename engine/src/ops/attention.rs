@@ -1,0 +1,244 @@
+//! Softmax attention: rotary embedding, head views, scores, softmax, weighted sum.
+
+use super::*;
+
+pub(super) static OPS: &[OpSpec] = &[
+    op!(
+        "rope",
+        Preserve,
+        Some(1),
+        ["dim", "rotary_dim?", "scaling?", "interleaved?"],
+        "Rotary position embedding on the first `rotary_dim` channels of the last axis. `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope).",
+        "[..., dim] -> same",
+        "none",
+        "0",
+        "3*rotary_dim per leading element"
+    ),
+    op!(
+        "head_split",
+        Reshape,
+        Some(1),
+        ["heads", "head_dim"],
+        "View the last axis as [heads, head_dim].",
+        "[heads*head_dim] -> [heads, head_dim]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "head_merge",
+        Reshape,
+        Some(1),
+        [],
+        "Flatten [heads, head_dim] into one axis.",
+        "[heads, head_dim] -> [heads*head_dim]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "broadcast_heads",
+        Broadcast,
+        Some(1),
+        ["heads"],
+        "Share one vector with every head (MLA's rope key).",
+        "[d] or [1, d] -> [heads, d]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "attention_score",
+        Contract,
+        Some(2),
+        ["mask?", "window?", "chunk?"],
+        "Scores q.k for every attended position. Inputs [q, k]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length.",
+        "[h, d], [hk, d] -> [h, ctx]",
+        "none",
+        "0",
+        "2*h*d*L"
+    ),
+    op!(
+        "softmax",
+        Preserve,
+        Some(1),
+        ["sinks?"],
+        "Softmax over the context axis; `sinks: <heads>` adds a learned per-head sink logit.",
+        "[h, ctx] -> same",
+        "sinks [heads] (vector) when sinks",
+        "heads when sinks",
+        "5*h*L"
+    ),
+    op!(
+        "attention_apply",
+        Contract,
+        Some(2),
+        [],
+        "Weighted sum of values. Inputs [probs, v]; probs heads a multiple of v heads.",
+        "[h, ctx], [hk, dv] -> [h, dv]",
+        "none",
+        "0",
+        "2*h*dv*L"
+    ),
+];
+
+pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
+    let x0 = || inputs.first().cloned().unwrap_or_default();
+    match op {
+        "rope" => {
+            let d = a.int("dim")?;
+            let s = x0();
+            expect_last(&s, &d, "rope")?;
+            let r = a.opt_int("rotary_dim")?.unwrap_or(d.clone());
+            if r.v > d.v || r.v <= 0 || r.v % 2 != 0 {
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "rope: rotary_dim {} must be even and within the head dim {}",
+                        r.v, d.v
+                    ),
+                );
+            }
+            Ok(OpOut::shape(s.clone()).flops(&(&lit(3) * &r) * &lead(&s)))
+        }
+        "head_split" => {
+            let (h, d) = (a.int("heads")?, a.int("head_dim")?);
+            let s = x0();
+            let n = last(&s, "head_split")?;
+            let hd = &h * &d;
+            if hd.overflowed() {
+                return err(
+                    code::OVERFLOW,
+                    format!("head_split: heads*head_dim = {}*{} overflows", h.v, d.v),
+                );
+            }
+            if n.v != hd.v {
+                return Err(OpError {
+                    code: code::SHAPE_HEADS,
+                    message: format!(
+                        "head_split: last axis {} is not heads*head_dim = {}*{} = {}",
+                        n.v, h.v, d.v, hd.v
+                    ),
+                    hint: Some("split a flat axis only when it really is heads*head_dim".into()),
+                });
+            }
+            let mut shape = s[..s.len() - 1].to_vec();
+            shape.push(Axis::Dim(h));
+            shape.push(Axis::Dim(d));
+            Ok(OpOut::shape(shape))
+        }
+        "head_merge" => {
+            let s = x0();
+            if s.len() < 2 {
+                return err(
+                    code::SHAPE_RANK,
+                    format!("head_merge needs [heads, head_dim], got {}", show_shape(&s)),
+                );
+            }
+            let (h, d) = (s[s.len() - 2].clone(), s[s.len() - 1].clone());
+            let (Some(h), Some(d)) = (h.dim(), d.dim()) else {
+                return err(
+                    code::SHAPE_AXIS,
+                    "head_merge: cannot merge the context axis".into(),
+                );
+            };
+            let mut shape = s[..s.len() - 2].to_vec();
+            shape.push(Axis::Dim(h * d));
+            Ok(OpOut::shape(shape))
+        }
+        "broadcast_heads" => {
+            let h = a.int("heads")?;
+            let s = x0();
+            let d = last(&s, "broadcast_heads")?.clone();
+            let ok = s.len() == 1 || (s.len() == 2 && s[0].dim().map(|q| q.v) == Some(1));
+            if !ok {
+                return err(
+                    code::SHAPE_RANK,
+                    format!(
+                        "broadcast_heads takes [d] or [1, d], got {}",
+                        show_shape(&s)
+                    ),
+                );
+            }
+            Ok(OpOut::shape(vec![Axis::Dim(h), Axis::Dim(d)]))
+        }
+        "attention_score" | "attention_apply" => {
+            if inputs.len() != 2 {
+                return err(
+                    code::SHAPE_ARITY,
+                    format!("{op} takes 2 inputs, got {}", inputs.len()),
+                );
+            }
+            let (q, k) = (&inputs[0], &inputs[1]);
+            if q.len() != 2 || k.len() != 2 {
+                return Err(OpError {
+                    code: code::SHAPE_RANK,
+                    message: format!("{op}: inputs must be [heads, dim]; got {} and {}", show_shape(q), show_shape(k)),
+                    hint: Some("split heads first (head_split), and broadcast a shared key (broadcast_heads)".into()),
+                });
+            }
+            let hq = q[0]
+                .dim()
+                .ok_or_else(|| OpError {
+                    code: code::SHAPE_AXIS,
+                    message: format!("{op}: first input's heads axis is ctx"),
+                    hint: None,
+                })?
+                .clone();
+            let hk = k[0]
+                .dim()
+                .ok_or_else(|| OpError {
+                    code: code::SHAPE_AXIS,
+                    message: format!("{op}: second input's heads axis is ctx"),
+                    hint: None,
+                })?
+                .clone();
+            if hk.v <= 0 || hq.v.checked_rem(hk.v) != Some(0) {
+                return Err(OpError {
+                    code: code::SHAPE_HEADS,
+                    message: format!(
+                        "{op}: {} query heads are not a multiple of {} key/value heads",
+                        hq.v, hk.v
+                    ),
+                    hint: Some("GQA needs n_heads % n_kv_heads == 0".into()),
+                });
+            }
+            if op == "attention_score" {
+                let (dq, dk) = (last(q, op)?, last(k, op)?);
+                if dq.v != dk.v {
+                    return Err(OpError {
+                        code: code::SHAPE_HEADS,
+                        message: format!("attention_score: query head dim {} differs from key head dim {}", dq.v, dk.v),
+                        hint: Some("q and k must have the same head dim (MLA: concat nope and rope parts on both)".into()),
+                    });
+                }
+                let mut out = OpOut::shape(vec![Axis::Dim(hq.clone()), Axis::Ctx]);
+                out.flops_per_ctx = &(&lit(2) * &hq) * dq;
+                Ok(out)
+            } else {
+                if q[1] != Axis::Ctx {
+                    return err(
+                        code::SHAPE_AXIS,
+                        format!(
+                            "attention_apply: first input must be probabilities [h, ctx], got {}",
+                            show_shape(q)
+                        ),
+                    );
+                }
+                let dv = last(k, op)?.clone();
+                let mut out = OpOut::shape(vec![Axis::Dim(hq.clone()), Axis::Dim(dv.clone())]);
+                out.flops_per_ctx = &(&lit(2) * &hq) * &dv;
+                Ok(out)
+            }
+        }
+        "softmax" => {
+            let s = x0();
+            let mut out = elementwise(OpOut::shape(s.clone()), &s, 5);
+            if let Some(h) = a.opt_int("sinks")? {
+                out = out.leaf("sinks", LeafKind::Vector, vec![h]);
+            }
+            Ok(out)
+        }
+        other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
+    }
+}
