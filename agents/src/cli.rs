@@ -137,7 +137,11 @@ pub(crate) fn outcome(
         let tail = stderr_tail(&r.stderr_path);
         Some(Failure::new(
             FailureKind::ExitStatus,
-            format!("exit {:?} signal {:?}: {tail}", r.exit_code, r.signal),
+            match (r.exit_code, r.signal) {
+                (Some(c), _) => format!("exit {c}: {tail}"),
+                (None, Some(s)) => format!("killed by signal {s}: {tail}"),
+                (None, None) => format!("no exit status: {tail}"),
+            },
         ))
     } else {
         None

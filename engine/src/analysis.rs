@@ -493,15 +493,62 @@ impl Analysis {
                     return Some(q.clone());
                 }
                 let (kind, id) = other.split_once(':')?;
-                let n = self.node(id)?;
-                match kind {
-                    "params" => &n.params * &n.count,
-                    "flops" => &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &c)),
+                let inside: Vec<&NodeRow> = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.id == id || within(&n.id, id))
+                    .collect();
+                match (inside.as_slice(), kind) {
+                    ([], _) => return None,
+                    ([n], "params") => &n.params * &n.count,
+                    ([n], "flops") => &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &c)),
+                    // A component path: the sum over the nodes inside it, as the totals count
+                    // them (FLOPs per decoded token, as `decode_flops_per_token`).
+                    (_, "params") => Q::sum(
+                        inside
+                            .iter()
+                            .map(|n| &n.params * &n.count)
+                            .filter(|q| q.v != 0)
+                            .collect::<Vec<_>>()
+                            .iter(),
+                    ),
+                    (_, "flops") => Q::sum(
+                        inside
+                            .iter()
+                            .filter(|n| n.phase != Phase::Prefill)
+                            .map(|n| self.node_decode_flops(n, &c))
+                            .filter(|q| q.v != 0)
+                            .collect::<Vec<_>>()
+                            .iter(),
+                    ),
                     _ => return None,
                 }
             }
         })
     }
+}
+
+/// Whether node `id` lies inside component path `path` (`layers[moe].ffn` holds
+/// `layers[moe].ffn.experts`, not `layers[moe].ffn_norm`).
+fn within(id: &str, path: &str) -> bool {
+    id.strip_prefix(path)
+        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// The node paths `params:` and `flops:` accept, down to `depth` levels (`layers[moe].ffn`
+/// is two): every node's id and the components above it.
+pub fn node_paths(a: &Analysis, depth: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in &a.nodes {
+        let parts: Vec<&str> = n.id.split('.').collect();
+        for k in 1..=parts.len().min(depth) {
+            let p = parts[..k].join(".");
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// Quantity names `explain` accepts (besides dims and `params:<node>`, `flops:<node>`).

@@ -179,6 +179,7 @@ pub fn verify_generated(
     let library = library_files(&crate::specs::root())?;
     let report = validate(&library, &candidate, &truth, &guard_set(tier)?);
     Ok(crate::verify::VerifyOutcome {
+        spec: candidate.model_key.clone(),
         valid: report.valid,
         errors: report.errors.len(),
         warnings: report.warnings.len(),

@@ -317,6 +317,44 @@ fn load_sources(dir: &Path) -> anyhow::Result<BTreeMap<String, String>> {
 /// Files to put in a new truth directory, by relative path.
 pub type DirFiles = BTreeMap<PathBuf, Vec<u8>>;
 
+/// Whether `fetch` may write `model_id`'s truth at `out` without `--force`: when nothing is
+/// there, an empty directory, or a truth directory of the same model (a refresh). Anything else
+/// would be replaced by the write, so it is refused, saying why.
+pub fn check_out_dir(out: &Path, model_id: &str) -> anyhow::Result<()> {
+    let meta = match std::fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", out.display())),
+        Ok(m) => m,
+    };
+    let refuse = |what: String| {
+        anyhow::anyhow!(
+            "--out {} {what}; writing the truth of {model_id} there would replace it: choose \
+             another directory, or pass --force to replace it",
+            out.display()
+        )
+    };
+    if !meta.is_dir() {
+        return Err(refuse("is a file, not a directory".into()));
+    }
+    let mut entries = std::fs::read_dir(out)
+        .with_context(|| format!("cannot list {}", out.display()))?
+        .peekable();
+    if entries.peek().is_none() {
+        return Ok(());
+    }
+    let owner = std::fs::read(out.join(TRUTH_JSON))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<TruthMeta>(&b).ok())
+        .map(|m| m.model_id);
+    match owner {
+        Some(m) if m == model_id => Ok(()),
+        Some(m) => Err(refuse(format!("holds the truth of another model, {m}"))),
+        None => Err(refuse(format!(
+            "is not empty and is not a truth directory (no readable {TRUTH_JSON})"
+        ))),
+    }
+}
+
 /// Writes a whole truth directory at once: into a sibling temp directory, then renamed into
 /// place, so readers never see half a truth and a crash leaves the old one intact.
 pub fn write_dir_atomically(out: &Path, files: &DirFiles) -> anyhow::Result<()> {
@@ -339,21 +377,24 @@ pub struct Staging {
 
 impl Staging {
     pub fn new(out: &Path) -> anyhow::Result<Staging> {
-        let parent = match out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        // Absolute, so that `--out .` stages next to the directory rather than inside it.
+        let out =
+            std::path::absolute(out).with_context(|| format!("resolving {}", out.display()))?;
+        let out = out.canonicalize().unwrap_or(out);
+        let parent = out
+            .parent()
+            .map(Path::to_path_buf)
+            .with_context(|| format!("{} has no parent to stage in", out.display()))?;
         std::fs::create_dir_all(&parent)
             .with_context(|| format!("creating {}", parent.display()))?;
         let dir = tempfile::Builder::new()
             .prefix(".truth-")
             .tempdir_in(&parent)
             .with_context(|| format!("creating a temp dir in {}", parent.display()))?;
-        Ok(Staging {
-            dir,
-            out: out.to_path_buf(),
-            parent,
-        })
+        // The temp dir is 0700; a truth directory is an ordinary one.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+        Ok(Staging { dir, out, parent })
     }
 
     /// The staging directory itself, for writers that run elsewhere (the fetcher's tasks).
@@ -382,7 +423,16 @@ impl Staging {
     pub fn commit(self) -> anyhow::Result<()> {
         let Staging { dir, out, parent } = self;
         let staged = dir.keep();
-        let renamed = if out.exists() {
+        let cwd = std::env::current_dir()
+            .ok()
+            .and_then(|d| d.canonicalize().ok());
+        let renamed = if out.is_dir() && cwd.as_deref().is_some_and(|c| c.starts_with(&out)) {
+            // The caller's current directory (`--out .`): replaced in place, so that its shell
+            // is not left in a deleted directory.
+            replace_contents(&out, &staged).map(|()| {
+                std::fs::remove_dir(&staged).ok();
+            })
+        } else if std::fs::symlink_metadata(&out).is_ok() {
             let old = parent.join(format!(
                 ".truth-old-{}-{}",
                 std::process::id(),
@@ -394,7 +444,9 @@ impl Staging {
                 .with_context(|| format!("moving old {} aside", out.display()))
                 .and_then(|()| {
                     match std::fs::rename(&staged, &out) {
-                        Ok(()) => std::fs::remove_dir_all(&old).ok(),
+                        Ok(()) if old.is_dir() => std::fs::remove_dir_all(&old).ok(),
+                        // `--force` over a file.
+                        Ok(()) => std::fs::remove_file(&old).ok(),
                         // Put the old truth back rather than leave nothing.
                         Err(e) => {
                             std::fs::rename(&old, &out).ok();
@@ -416,6 +468,26 @@ impl Staging {
             .and_then(|d| d.sync_all())
             .with_context(|| format!("syncing {}", parent.display()))
     }
+}
+
+/// Empties `dir` and moves `staged`'s entries into it.
+fn replace_contents(dir: &Path, staged: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        if p.is_dir() && !p.is_symlink() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        }
+        .with_context(|| format!("removing {}", p.display()))?;
+    }
+    for entry in std::fs::read_dir(staged)? {
+        let entry = entry?;
+        let to = dir.join(entry.file_name());
+        std::fs::rename(entry.path(), &to)
+            .with_context(|| format!("moving into {}", to.display()))?;
+    }
+    Ok(())
 }
 
 /// Writes a truth that has no shard headers (a bundled snapshot) as a truth directory: config,
@@ -444,6 +516,10 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(bytes)?;
+    // Temp files are created 0600; the result is an ordinary file others may read (0644).
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())

@@ -11,6 +11,8 @@ use crate::{source, specs, subject, truth_dir};
 /// The result of validating one model's spec against its truth.
 #[derive(Debug, Clone)]
 pub struct VerifyOutcome {
+    /// The model spec checked (its `model:` name, or the generated file).
+    pub spec: String,
     pub valid: bool,
     pub errors: usize,
     pub warnings: usize,
@@ -50,6 +52,7 @@ pub fn validate_truth_dir(
     };
     let (report, _) = harch_guards::validate(&repo, &model, &truth, &guard_set(tier)?);
     Ok(VerifyOutcome {
+        spec: model,
         valid: report.valid,
         errors: report.errors.len(),
         warnings: report.warnings.len(),

@@ -297,3 +297,289 @@ fn enqueue_refuses_unknown_agents_missing_keys_and_unrunnable_stages() {
         "{err}"
     );
 }
+
+#[test]
+fn revalidate_runs_only_the_jobs_it_queued() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A generate job waits in the shared queue: revalidate must not start it (it would run a
+    // paid agent).
+    let (code, generate, err) = run_in(
+        d,
+        &[
+            "enqueue",
+            "Qwen/Qwen3-8B",
+            "--agent",
+            "claude",
+            "--skip-credential-check",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_in(
+        d,
+        &["revalidate", "--offline", "--models", "openai/gpt-oss-20b"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("bundled snapshot")
+            && out.contains("gpt_oss")
+            && out.contains("459 of 459")
+            && out.contains("valid"),
+        "{out}"
+    );
+    let (_, status, _) = run_in(d, &["status", generate.trim(), "--json"]);
+    let rec = json(&status);
+    assert_eq!(rec["state"], "pending", "{rec}");
+    assert_eq!(rec["deliveries"], 0, "{rec}");
+    let (code, out, _) = run_in(
+        d,
+        &[
+            "revalidate",
+            "--offline",
+            "--models",
+            "openai/gpt-oss-20b",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0);
+    let rows = json(&out);
+    assert_eq!(rows[0]["spec"], "gpt_oss");
+    assert_eq!(rows[0]["truth"], "snapshot");
+    assert_eq!(rows[0]["valid"], true);
+    assert!(rows[0]["guards"].as_array().unwrap().len() > 3);
+}
+
+#[test]
+fn run_once_exits_one_when_a_job_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (code, id, _) = run_in(d, &["enqueue", "org/m", "--stages", "fail"]);
+    assert_eq!(code, 0);
+    let (code, _, err) = run_in(d, &["run", "--once"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(id.trim()) && err.contains("failed"), "{err}");
+    // Nothing waiting: a drain that ran nothing succeeds.
+    let (code, _, err) = run_in(d, &["run", "--once"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn status_and_cancel_say_where_they_looked_and_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (code, out, _) = run_in(d, &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no jobs in .harch"), "{out}");
+    assert!(!d.join(".harch").exists(), "status created the data dir");
+    let unknown = "01JD3XK4F5Q2W8Y6Z7A9B0C1D2";
+    let (code, _, err) = run_in(d, &["cancel", unknown]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("job {unknown} does not exist")),
+        "{err}"
+    );
+    run_in(d, &["enqueue", "org/m", "--stages", "noop"]);
+    let (code, _, err) = run_in(d, &["cancel", unknown]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("job {unknown} does not exist")),
+        "{err}"
+    );
+    assert!(!err.contains("lock"), "{err}");
+}
+
+#[test]
+fn a_partial_queue_toml_keeps_the_other_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("queue.toml"), "[worker]\ndata_dir = \"jobs-here\"\n").unwrap();
+    let (code, _, err) = run_in(d, &["enqueue", "org/m", "--stages", "noop"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.join("jobs-here/jobs").is_dir());
+}
+
+#[test]
+fn snapshots_are_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let truth = d.join("truth");
+    let snap = d.join("s.json.gz");
+    let (code, _, err) = run_in(
+        d,
+        &[
+            "fetch",
+            "Qwen/Qwen3-8B",
+            "--offline",
+            "--out",
+            truth.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_in(
+        d,
+        &[
+            "snapshot",
+            truth.to_str().unwrap(),
+            "--out",
+            snap.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mode = std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+}
+
+#[test]
+fn bench_queue_keeps_to_the_data_dir_it_is_given_and_is_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let data = d.join("bench-data");
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "bench-queue",
+            "--jobs",
+            "20",
+            "--backends",
+            "sqlite",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(err.lines().count() <= 1, "not quiet: {err}");
+    assert!(data.is_dir() && !d.join(".harch").exists());
+}
+
+#[test]
+fn counts_agree_with_their_nouns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root().join("specs/models/llama.yaml")).unwrap();
+    let broken = text.replacen(
+        "n_vocab: config.vocab_size",
+        "n_vocab: \"config.vocab_size - 1\"",
+        1,
+    );
+    let spec = tmp.path().join("llama.yaml");
+    std::fs::write(&spec, broken).unwrap();
+    let (code, out, _) = run_in(
+        &root(),
+        &["validate", spec.to_str().unwrap(), "--guards", "weight"],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("invalid: 3 errors, 0 warnings"), "{out}");
+    let (_, out, _) = run_in(&root(), &["validate", "Qwen/Qwen3-8B"]);
+    assert!(out.trim_end().ends_with("valid (0 warnings)"), "{out}");
+}
+
+#[test]
+fn fetch_never_deletes_what_is_not_its_truth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let fetch = |dir: &Path, out: &str, extra: &[&str]| {
+        run_in(
+            dir,
+            &[
+                &["fetch", "Qwen/Qwen3-8B", "--offline", "--out", out][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let leftovers = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".truth-"))
+            .collect()
+    };
+    // A directory of someone's files: refused, untouched.
+    let mine = d.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "keep me").unwrap();
+    let (code, _, err) = fetch(d, "mine", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is not empty and is not a truth directory") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
+        "keep me"
+    );
+    // A file: refused, still a file.
+    std::fs::write(d.join("file"), "x").unwrap();
+    let (code, _, err) = fetch(d, "file", &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is a file"), "{err}");
+    assert!(d.join("file").is_file());
+    // A truth of the same model is refreshed; of another model, refused.
+    let (code, _, err) = fetch(d, "t", &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fetch(d, "t", &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_in(
+        d,
+        &["fetch", "openai/gpt-oss-20b", "--offline", "--out", "t"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("another model, Qwen/Qwen3-8B"), "{err}");
+    // --force replaces, a file too.
+    let (code, _, err) = fetch(d, "file", &["--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.join("file/truth.json").is_file());
+    // `--out .` in an empty directory writes there, and leaves no temp directory behind.
+    let here = d.join("here");
+    std::fs::create_dir(&here).unwrap();
+    let (code, _, err) = fetch(&here, ".", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(here.join("truth.json").is_file() && here.join("inventory.txt").is_file());
+    assert!(
+        leftovers(&here).is_empty() && leftovers(d).is_empty(),
+        "{:?}",
+        leftovers(d)
+    );
+    // A failing fetch (no such snapshot) leaves nothing either.
+    let (code, _, _) = run_in(d, &["fetch", "org/none", "--offline", "--out", "none"]);
+    assert_eq!(code, 1);
+    assert!(!d.join("none").exists() && leftovers(d).is_empty());
+}
+
+#[test]
+fn explain_sums_a_component_and_lists_paths_for_an_unknown_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let value = |q: &str| -> i128 {
+        let (code, out, err) = run_in(d, &["explain", "deepseek-ai/DeepSeek-V3", q]);
+        assert_eq!(code, 0, "{q}: {err}");
+        let line = out.lines().nth(1).unwrap();
+        line.trim_start_matches("  = ")
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let ffn = value("params:layers[moe].ffn");
+    assert!(
+        ffn > 600_000_000_000,
+        "the MoE FFNs hold most of the 671B: {ffn}"
+    );
+    assert!(value("flops:layers[moe].attention") > 0);
+    let total = value("params_total");
+    assert!(ffn < total);
+    let (code, _, err) = run_in(
+        d,
+        &[
+            "explain",
+            "deepseek-ai/DeepSeek-V3",
+            "params:layers[moe].fnn",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`layers[moe].fnn` is no node or component")
+            && err.contains("layers[moe].ffn"),
+        "{err}"
+    );
+}

@@ -132,7 +132,7 @@ impl Env {
     fn run(&self, args: &[&str]) -> Output {
         let out = self.cmd(args).output().unwrap();
         assert!(
-            out.status.success(),
+            out.status.success() || drained_with_failures(args, &out),
             "[{:?}] harch-worker {args:?} failed: {}\n{}",
             self.backend,
             out.status,
@@ -850,3 +850,8 @@ on_both_backends!(
     sigterm_checkpoints_between_stages,
     lost_tickets_are_queued_again,
 );
+
+/// `run --once` exits 1 when a job it drained failed: the tests read the job's record for that.
+fn drained_with_failures(args: &[&str], out: &Output) -> bool {
+    args.starts_with(&["run", "--once"]) && out.status.code() == Some(1)
+}

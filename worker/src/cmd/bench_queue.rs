@@ -19,7 +19,7 @@ pub struct Args {
     /// Jobs per backend.
     #[arg(long, default_value_t = 10_000)]
     pub jobs: usize,
-    /// Backends to measure, comma-separated: sqlite, redis.
+    /// Backends to measure, comma-separated: sqlite, redis. With --queue: that queue only.
     #[arg(long, value_delimiter = ',', default_value = "sqlite,redis")]
     pub backends: Vec<String>,
     /// Redis to use for the redis backend.
@@ -43,6 +43,15 @@ struct Figures {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let base = setup(&args.flags)?;
+    // `--queue URL` measures that queue; `--data-dir DIR` holds the temporary records.
+    let backends = match &args.flags.queue_url {
+        Some(url) => vec![
+            harch_worker::queue::config::QueueUrl::parse(url)?
+                .backend_name()
+                .to_string(),
+        ],
+        None => args.backends.clone(),
+    };
     outln!(
         "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
         "BACKEND",
@@ -54,15 +63,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "FAILED"
     );
     let mut failed = 0;
-    for backend in &args.backends {
-        let tmp = tempfile::tempdir()?;
+    for backend in &backends {
+        let tmp = match &args.flags.data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                tempfile::tempdir_in(dir)?
+            }
+            None => tempfile::tempdir()?,
+        };
         let mut settings = base.clone();
         settings.worker.data_dir = tmp.path().to_path_buf();
         settings.worker.concurrency = args.concurrency;
         settings.queue.name = format!("harch-bench-{}", ulid::Ulid::generate());
         settings.queue.url = match backend.as_str() {
             "sqlite" => format!("sqlite://{}", tmp.path().join("queue.sqlite").display()),
-            "redis" => args.redis_url.clone(),
+            "redis" => args
+                .flags
+                .queue_url
+                .clone()
+                .unwrap_or(args.redis_url.clone()),
             other => anyhow::bail!("unknown backend `{other}` (sqlite, redis)"),
         };
         settings.check()?;
@@ -75,7 +94,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             measure(Arc::new(settings.clone()), backend, args.jobs),
         )?;
         if backend == "redis" {
-            block_on(1, drop_redis_queue(&args.redis_url, &settings.queue.name))??;
+            block_on(
+                1,
+                drop_redis_queue(&settings.queue.url, &settings.queue.name),
+            )??;
         }
         let f = figures?;
         // Slot-time a job held minus its stages' own work, per job.

@@ -43,6 +43,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &args.quantity,
         );
     }
+    if let Some((kind @ ("params" | "flops"), path)) = args.quantity.split_once(':')
+        && a.quantity(&args.quantity, args.ctx as i128).is_none()
+    {
+        let paths = harch_engine::analysis::node_paths(&a, 2);
+        return Err(crate::cli::usage(anyhow::anyhow!(
+            "`{path}` is no node or component of {}: {kind}: takes one of {}",
+            ir.name,
+            paths.join(", ")
+        )));
+    }
     let Some(q) = a.quantity(&args.quantity, args.ctx as i128) else {
         return Err(crate::cli::usage(anyhow::anyhow!(
             "unknown quantity `{}`; known: {}, any dim, params:<node>, flops:<node>; with --gpu and --layout: {}",

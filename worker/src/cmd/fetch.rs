@@ -39,6 +39,10 @@ pub struct Args {
     /// Do not read or write the cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Replace --out even when it is a file, or a directory that is neither empty nor a truth
+    /// directory of this model (without it such an --out is refused: nothing is deleted).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -46,6 +50,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(".harch/truth").join(args.model_id.replace('/', "__")));
+    if !args.force {
+        harch_worker::truth_dir::check_out_dir(&out, &args.model_id).map_err(crate::cli::usage)?;
+    }
     let mut opts = FetchOptions::from_env(&args.model_id, out);
     opts.revision = args.revision;
     opts.offline |= args.offline;

@@ -1,9 +1,15 @@
 //! `harch-worker revalidate [--offline]`: re-validate the whole spec library against the current
-//! truth (or, offline, the bundled snapshots). Queues one re-validate job per library model,
-//! runs a worker until those jobs are done, and prints a summary table.
+//! truth (or, offline, the bundled snapshots). Queues one re-validate job per library model on
+//! a queue of its own, runs a worker until those jobs are done, and prints a summary table.
+//!
+//! The queue is private (a SQLite file and job records under `<data_dir>/revalidate/<run>/`):
+//! a worker on the shared queue would also run whatever else waits there, such as generate
+//! jobs that start paid agent runs.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use harch_worker::pipeline::registry::StageRegistry;
 use harch_worker::queue::cli::{block_on, fmt_ms, setup_worker};
@@ -24,12 +30,22 @@ pub struct Args {
     /// Jobs run at the same time (default: worker.concurrency in queue.toml).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Print one JSON object per model (model_id, spec, truth, guards, valid, errors,
+    /// warnings, matched_tensors, checkpoint_tensors, state, error) instead of the table.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let settings = setup_worker(&args.flags, args.concurrency)?;
+    let mut settings = setup_worker(&args.flags, args.concurrency)?;
+    let run_dir = settings
+        .data_dir()
+        .join("revalidate")
+        .join(ulid::Ulid::generate().to_string());
+    settings.worker.data_dir = run_dir.clone();
+    settings.queue.url = format!("sqlite://{}", run_dir.join("queue.sqlite").display());
     let models = match args.models.clone() {
         Some(m) => m,
         None => library_ids()?,
@@ -56,6 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     let registry = StageRegistry::builtin();
     let settings = Arc::new(settings);
+    let bar = progress(!args.json, requests.len(), "models re-validated");
     let jobs = block_on(settings.worker.concurrency, async {
         let queued = enqueue(&settings, &registry, requests).await?;
         let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
@@ -65,25 +82,68 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             until_final: ids.clone(),
             handle_signals: true,
         };
-        run_worker(settings.clone(), registry.clone(), opts).await?;
+        let watch = tokio::spawn(follow(
+            JobStore::open(settings.data_dir())?,
+            ids.clone(),
+            bar.clone(),
+        ));
+        let result = run_worker(settings.clone(), registry.clone(), opts).await;
+        watch.abort();
+        result?;
         anyhow::Ok(ids)
-    })??;
+    })?
+    .map_err(crate::cli::failed)?;
+    bar.finish_and_clear();
     let store = JobStore::open(settings.data_dir())?;
     let records: Vec<JobRecord> = jobs
         .iter()
         .map(|id| store.load(id))
         .collect::<Result<_, _>>()?;
-    out!("{}", summary(&records));
-    let all_valid = records.iter().all(|r| {
-        r.state == JobState::Succeeded
-            && r.stage("verify")
-                .is_some_and(|s| s.summary.get("valid") == Some(&serde_json::Value::Bool(true)))
-    });
-    Ok(if all_valid {
-        ExitCode::SUCCESS
+    let rows: Vec<Row> = records.iter().map(Row::of).collect();
+    if args.json {
+        crate::cli::out::print_json(&rows)?;
     } else {
-        ExitCode::from(1)
-    })
+        out!("{}", table(&rows, args.offline));
+    }
+    let all_valid = rows.iter().all(|r| r.valid == Some(true));
+    if all_valid {
+        // Nothing to look into: the records of a clean run are not kept.
+        let _ = std::fs::remove_dir_all(&run_dir);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "job records kept in {} (harch-worker status --data-dir {})",
+            run_dir.display(),
+            run_dir.display()
+        );
+        Ok(ExitCode::from(crate::cli::exit::FAILED))
+    }
+}
+
+/// A progress bar on stderr, only on a terminal (none when piped, or with `--json`).
+fn progress(enabled: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template(&format!("[{{bar:30}}] {{pos}}/{{len}} {what}"))
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Moves the bar as the jobs finish.
+async fn follow(store: JobStore, ids: Vec<String>, bar: indicatif::ProgressBar) {
+    loop {
+        let done = ids
+            .iter()
+            .filter(|id| store.load(id).is_ok_and(|r| r.state.is_final()))
+            .count();
+        bar.set_position(done as u64);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// The models of the spec library (those with a bundled snapshot, so `--offline` works).
@@ -98,49 +158,133 @@ fn library_ids() -> anyhow::Result<Vec<String>> {
     Ok(ids)
 }
 
-fn summary(records: &[JobRecord]) -> String {
-    let mut out = format!(
-        "{:<36}  {:<7}  {:>6}  {:>12}  {:>9}  {}\n",
-        "MODEL", "VALID", "ERRORS", "BYTES DIFF", "TIME", "NOTE"
-    );
-    for r in records {
+/// What was checked for one model, and the result.
+#[derive(serde::Serialize)]
+struct Row {
+    model_id: String,
+    /// The library spec that was checked.
+    spec: Option<String>,
+    /// Where the truth came from: `snapshot` or `hub@<sha>`.
+    truth: Option<String>,
+    /// The guards that ran.
+    guards: Vec<String>,
+    valid: Option<bool>,
+    errors: Option<u64>,
+    warnings: Option<u64>,
+    matched_tensors: Option<u64>,
+    checkpoint_tensors: Option<u64>,
+    state: &'static str,
+    time_ms: Option<u64>,
+    /// Why the job did not finish, when it did not.
+    error: Option<String>,
+}
+
+impl Row {
+    fn of(r: &JobRecord) -> Row {
         let verify = r.stage("verify").map(|s| &s.summary);
-        let field = |k: &str| {
-            verify
-                .and_then(|v| v.get(k))
-                .filter(|v| !v.is_null())
-                .map(|v| v.to_string())
-                .unwrap_or("-".into())
-        };
-        let time = match (r.started_ms, r.finished_ms) {
-            (Some(s), Some(f)) => fmt_ms(f.saturating_sub(s)),
+        let fetch = r.stage("fetch").map(|s| &s.summary);
+        let num = |k: &str| verify.and_then(|v| v.get(k)).and_then(|v| v.as_u64());
+        let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
+        let truth = text(fetch.and_then(|f| f.get("origin"))).map(|origin| {
+            match text(fetch.and_then(|f| f.get("revision"))) {
+                Some(rev) if origin != "snapshot" => format!("{origin}@{rev}"),
+                _ => origin,
+            }
+        });
+        Row {
+            model_id: r.request.model_id.clone(),
+            spec: text(verify.and_then(|v| v.get("spec"))),
+            truth,
+            guards: verify
+                .and_then(|v| v.get("guards"))
+                .and_then(|g| g.as_array())
+                .map(|g| {
+                    g.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            valid: verify
+                .and_then(|v| v.get("valid"))
+                .and_then(|v| v.as_bool()),
+            errors: num("errors"),
+            warnings: num("warnings"),
+            matched_tensors: num("matched_tensors"),
+            checkpoint_tensors: num("checkpoint_tensors"),
+            state: r.state.as_str(),
+            time_ms: match (r.started_ms, r.finished_ms) {
+                (Some(s), Some(f)) => Some(f.saturating_sub(s)),
+                _ => None,
+            },
+            error: (r.state != JobState::Succeeded).then(|| {
+                r.last_error
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into())
+            }),
+        }
+    }
+}
+
+fn table(rows: &[Row], offline: bool) -> String {
+    let guards = rows
+        .iter()
+        .find(|r| !r.guards.is_empty())
+        .map(|r| r.guards.join(", "))
+        .unwrap_or_else(|| "-".into());
+    let mut out = format!(
+        "Each library spec checked against its model's {} with the guards {guards}:\n\n",
+        if offline {
+            "bundled snapshot"
+        } else {
+            "current Hub checkpoint"
+        }
+    );
+    out += &format!(
+        "{:<32}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
+        "MODEL", "SPEC", "TRUTH", "TENSORS MATCHED", "TIME", "RESULT"
+    );
+    for r in rows {
+        let tensors = match (r.matched_tensors, r.checkpoint_tensors) {
+            (Some(m), Some(c)) => format!("{m} of {c}"),
             _ => "-".into(),
         };
-        let note = match r.state {
-            JobState::Succeeded => String::new(),
-            s => format!(
-                "{}: {}",
-                s.as_str(),
-                r.last_error.as_deref().unwrap_or("no reason recorded")
+        let result = match (r.valid, &r.error) {
+            (_, Some(e)) => format!("{}: {e}", r.state),
+            (Some(true), None) => match r.warnings.unwrap_or(0) {
+                0 => "valid".to_string(),
+                w => format!("valid, {}", plural(w, "warning")),
+            },
+            (Some(false), None) => format!(
+                "INVALID: {} (harch-worker validate {} shows them)",
+                plural(r.errors.unwrap_or(0), "error"),
+                r.model_id
             ),
+            (None, None) => "not checked".into(),
         };
-        let valid = match verify
-            .and_then(|v| v.get("valid"))
-            .and_then(|v| v.as_bool())
-        {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "-",
+        let time = r.time_ms.map(fmt_ms).unwrap_or_else(|| "-".into());
+        let truth = r.truth.clone().unwrap_or_else(|| "-".into());
+        let truth = match truth.char_indices().nth(20) {
+            Some((i, _)) => format!("{}…", &truth[..i - 1]),
+            None => truth,
         };
         out += &format!(
-            "{:<36}  {:<7}  {:>6}  {:>12}  {:>9}  {}\n",
-            r.request.model_id,
-            valid,
-            field("errors"),
-            field("bytes_diff"),
+            "{:<32}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
+            r.model_id,
+            r.spec.as_deref().unwrap_or("-"),
+            truth,
+            tensors,
             time,
-            note
+            result
         );
     }
     out
+}
+
+/// `1 error`, `2 errors`.
+pub fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }

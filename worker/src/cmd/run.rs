@@ -7,6 +7,8 @@ use std::sync::Arc;
 use harch_worker::pipeline::registry::StageRegistry;
 use harch_worker::queue::cli::{block_on, setup_worker};
 use harch_worker::queue::config::QueueFlags;
+use harch_worker::queue::record::JobState;
+use harch_worker::queue::store::JobStore;
 use harch_worker::queue::worker::{WorkerOptions, run_worker};
 
 #[derive(clap::Args)]
@@ -14,7 +16,8 @@ pub struct Args {
     /// Jobs run at the same time (default: worker.concurrency in queue.toml).
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Exit when the queue is drained instead of waiting for more jobs.
+    /// Exit when the queue is drained instead of waiting for more jobs: 0 when every job that
+    /// was waiting succeeded, 1 when one failed or was cancelled.
     #[arg(long)]
     pub once: bool,
     #[command(flatten)]
@@ -23,15 +26,44 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup_worker(&args.flags, args.concurrency)?;
+    // The jobs this drain is about: those waiting when it starts.
+    let waiting: Vec<String> = match args.once {
+        true => JobStore::open(settings.data_dir())?
+            .active_jobs()?
+            .into_iter()
+            .map(|r| r.id)
+            .collect(),
+        false => Vec::new(),
+    };
     let opts = WorkerOptions {
         concurrency: settings.worker.concurrency,
         once: args.once,
         until_final: Vec::new(),
         handle_signals: true,
     };
+    let data_dir = settings.data_dir().to_path_buf();
     block_on(
         opts.concurrency,
         run_worker(Arc::new(settings), StageRegistry::builtin(), opts),
-    )??;
-    Ok(ExitCode::SUCCESS)
+    )?
+    .map_err(crate::cli::transient)?;
+    let store = JobStore::open(&data_dir)?;
+    let mut failed = 0;
+    for id in &waiting {
+        let rec = store.load(id)?;
+        if matches!(rec.state, JobState::Failed | JobState::Cancelled) {
+            failed += 1;
+            eprintln!(
+                "job {id} ({}) {}: {}",
+                rec.request.model_id,
+                rec.state.as_str(),
+                rec.last_error.as_deref().unwrap_or("no reason recorded")
+            );
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::cli::exit::FAILED)
+    })
 }

@@ -21,7 +21,25 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
-    let store = JobStore::open(settings.data_dir())?;
+    let dir = settings.data_dir();
+    let Some(store) = JobStore::existing(dir) else {
+        // Nothing was ever queued here: say where we looked, and create nothing.
+        if let Some(id) = &args.job {
+            return Err(anyhow::anyhow!(
+                "job {id} does not exist: {} holds no jobs",
+                dir.display()
+            ));
+        }
+        if args.json {
+            crate::cli::out::print_json(&Vec::<JobRecord>::new())?;
+        } else {
+            outln!(
+                "no jobs in {} (the data dir; --data-dir or HARCH_DATA_DIR selects another)",
+                dir.display()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
     match &args.job {
         Some(id) => {
             let rec = store.load(id)?;
@@ -36,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if args.json {
                 crate::cli::out::print_json(&all)?;
             } else {
-                out!("{}", table(&all));
+                out!("{}", table(&all, dir));
             }
         }
     }
@@ -146,9 +164,9 @@ fn detail(rec: &JobRecord) -> String {
     out
 }
 
-fn table(all: &[JobRecord]) -> String {
+fn table(all: &[JobRecord], dir: &std::path::Path) -> String {
     if all.is_empty() {
-        return "no jobs\n".into();
+        return format!("no jobs in {}\n", dir.display());
     }
     let mut out = format!(
         "{:<26}  {:<36}  {:<10}  {:<9}  {:<10}  {:>4}  {:>12}  {}\n",

@@ -112,13 +112,14 @@ pub fn render(r: &Report, origin: &str, spec: Option<&std::path::Path>) -> Strin
         s.checkpoint_bytes,
         s.byte_diff
     ));
+    let n = |v: &Vec<Diagnostic>, noun| harch_worker::text::plural(v.len() as u64, noun);
     out.push_str(&if r.valid {
-        format!("valid ({} warnings)\n", r.warnings.len())
+        format!("valid ({})\n", n(&r.warnings, "warning"))
     } else {
         format!(
-            "invalid: {} errors, {} warnings\n",
-            r.errors.len(),
-            r.warnings.len()
+            "invalid: {}, {}\n",
+            n(&r.errors, "error"),
+            n(&r.warnings, "warning")
         )
     });
     out

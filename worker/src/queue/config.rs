@@ -212,6 +212,18 @@ pub const AGENT_RUN_OVERHEAD_S: u64 = 60;
 /// Seconds an agent stage may take besides its runs: reading the truth and the library.
 pub const AGENT_STAGE_MARGIN_S: u64 = 120;
 
+/// Lays `over` onto `base`, table by table: a key `over` has replaces `base`'s.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 /// Where jobs wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueUrl {
@@ -266,9 +278,17 @@ pub struct QueueFlags {
 }
 
 impl Settings {
-    /// Parses a settings document; `origin` names it in errors.
+    /// Parses a settings document; `origin` names it in errors. Keys it leaves out keep the
+    /// built-in defaults, so a file may hold only what it changes.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Settings> {
-        toml::from_str(text).with_context(|| format!("invalid settings in {origin}"))
+        let given: toml::Table =
+            toml::from_str(text).with_context(|| format!("invalid settings in {origin}"))?;
+        let mut merged: toml::Table =
+            toml::from_str(DEFAULT_TOML).context("the built-in queue.toml does not parse")?;
+        merge(&mut merged, given);
+        toml::Value::Table(merged)
+            .try_into()
+            .with_context(|| format!("invalid settings in {origin}"))
     }
 
     /// Reads the settings the flags and environment select.
@@ -614,5 +634,18 @@ mod tests {
         assert!(QueueUrl::parse("sqlite://").is_err());
         let err = Settings::parse("[queue]\nurl = 1\n", "x.toml").unwrap_err();
         assert!(format!("{err:#}").contains("x.toml"));
+        let err = Settings::parse("[queue]\nulr = \"\"\n", "x.toml").unwrap_err();
+        assert!(format!("{err:#}").contains("ulr"), "{err:#}");
+    }
+
+    #[test]
+    fn a_partial_file_keeps_every_other_default() {
+        let s = Settings::parse("[worker]\nconcurrency = 5\n", "x.toml").unwrap();
+        s.check().unwrap();
+        assert_eq!(s.worker.concurrency, 5);
+        assert_eq!(s.worker.data_dir, PathBuf::from(".harch"));
+        assert_eq!(s.queue.name, "harch-jobs");
+        assert_eq!(s.retry.max_attempts, 5);
+        Settings::parse("", "empty.toml").unwrap().check().unwrap();
     }
 }

@@ -115,7 +115,7 @@ pub fn cancel(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
                 r.last_error = Some("cancelled by operator before it ran".into());
             }
             JobState::Running => r.cancel_requested = true,
-            s => bail!("job {id} is already {}", s.as_str()),
+            s => bail!("job {id} has already {}", s.as_str()),
         }
         Ok(())
     })?;

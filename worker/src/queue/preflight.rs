@@ -5,7 +5,7 @@
 
 use anyhow::bail;
 
-use super::config::{AGENT_STAGES, Settings};
+use super::config::{AGENT_STAGES, AgentSettings, Settings};
 use super::record::JobRequest;
 use crate::pipeline::stage::split_stage_name;
 
@@ -18,12 +18,12 @@ pub fn uses_agent(request: &JobRequest) -> bool {
 }
 
 /// The variables that can hold the backend's key: one of them must be set and non-empty.
-pub fn credential_vars(settings: &Settings, agent: &str) -> anyhow::Result<Vec<String>> {
+pub fn credential_vars(settings: &AgentSettings, agent: &str) -> anyhow::Result<Vec<String>> {
     Ok(match agent {
         "claude" => vec!["ANTHROPIC_API_KEY".into(), "ANTHROPIC_AUTH_TOKEN".into()],
         "codex" => vec!["CODEX_API_KEY".into(), "OPENAI_API_KEY".into()],
         "kimi" => vec!["KIMI_API_KEY".into()],
-        "openai" => vec![settings.agent.openai_api_key_env.clone()],
+        "openai" => vec![settings.openai_api_key_env.clone()],
         other => bail!(
             "unknown agent `{other}`: the backends are {}",
             harch_agents::BACKENDS.join(", ")
@@ -34,7 +34,7 @@ pub fn credential_vars(settings: &Settings, agent: &str) -> anyhow::Result<Vec<S
 /// Checks the backend name (every request with an agent stage).
 pub fn check_backend(settings: &Settings, request: &JobRequest) -> anyhow::Result<()> {
     if uses_agent(request) {
-        credential_vars(settings, &request.agent)?;
+        credential_vars(&settings.agent, &request.agent)?;
     }
     Ok(())
 }
@@ -44,11 +44,11 @@ pub fn check_credentials(settings: &Settings, request: &JobRequest) -> anyhow::R
     if !uses_agent(request) {
         return Ok(());
     }
-    check_agent_credentials(settings, &request.agent, |k| std::env::var(k).ok())
+    check_agent_credentials(&settings.agent, &request.agent, |k| std::env::var(k).ok())
 }
 
 pub fn check_agent_credentials(
-    settings: &Settings,
+    settings: &AgentSettings,
     agent: &str,
     get: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn missing_keys_are_named_and_unknown_agents_refused() {
-        let s = Settings::parse(DEFAULT_TOML, "default").unwrap();
+        let s = Settings::parse(DEFAULT_TOML, "default").unwrap().agent;
         let err = check_agent_credentials(&s, "claude", |_| None)
             .unwrap_err()
             .to_string();

@@ -58,6 +58,14 @@ impl JobStore {
         })
     }
 
+    /// The job records under `data_dir` for commands that only read them (`status`): `None`
+    /// when there are none yet, without creating anything.
+    pub fn existing(data_dir: &Path) -> Option<JobStore> {
+        data_dir.join("jobs").is_dir().then(|| JobStore {
+            root: data_dir.to_path_buf(),
+        })
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -79,7 +87,7 @@ impl JobStore {
         let text = match fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                bail!("no job {id} in {}", self.root.display())
+                bail!("job {id} does not exist in {}", self.root.display())
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
@@ -99,7 +107,11 @@ impl JobStore {
         id: &str,
         f: impl FnOnce(&mut JobRecord) -> anyhow::Result<T>,
     ) -> anyhow::Result<(T, JobRecord)> {
-        let _guard = lock(&self.job_dir(id)?.join(".lock"))?;
+        let dir = self.job_dir(id)?;
+        if !dir.is_dir() {
+            bail!("job {id} does not exist in {}", self.root.display());
+        }
+        let _guard = lock(&dir.join(".lock"))?;
         let mut rec = self.load(id)?;
         let out = f(&mut rec)?;
         rec.updated_ms = now_ms();
@@ -301,7 +313,7 @@ mod tests {
         let store = JobStore::open(tmp.path()).unwrap();
         assert!(store.load("../../etc").is_err());
         let err = store.load("01JZZZZZZZZZZZZZZZZZZZZZZZ").unwrap_err();
-        assert!(err.to_string().contains("no job"), "{err}");
+        assert!(err.to_string().contains("does not exist"), "{err}");
     }
 
     #[test]

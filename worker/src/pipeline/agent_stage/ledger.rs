@@ -177,8 +177,8 @@ impl Attempt {
             parts.push(format!("Nothing was written at `{asked_for}`."));
         } else if self.valid == Some(false) && self.feedback.is_empty() {
             parts.push(format!(
-                "The worker's check found {} errors ({}).",
-                self.errors,
+                "The worker's check found {} ({}).",
+                crate::text::plural(self.errors as u64, "error"),
                 self.error_codes.join(", ")
             ));
         }
@@ -199,8 +199,8 @@ impl Attempt {
             (_, Some(true), _) => "valid".to_string(),
             (_, Some(false), _) => {
                 format!(
-                    "invalid ({} errors: {})",
-                    self.errors,
+                    "invalid ({}: {})",
+                    crate::text::plural(self.errors as u64, "error"),
                     self.error_codes.join(",")
                 )
             }
@@ -209,10 +209,10 @@ impl Attempt {
             (_, None, None) => "nothing written".to_string(),
         };
         format!(
-            "attempt {} ({}): {verdict}; exit {:?}, claimed {}, {} turns, {}+{} tokens, ${:.4}, {} ms{}{}",
+            "attempt {} ({}): {verdict}; {}, claimed {}, {} turns, {}+{} tokens, ${:.4}, {} ms{}{}",
             self.n,
             self.backend,
-            self.exit_code,
+            crate::text::exit_status(self.exit_code, None),
             self.claimed_success,
             self.turns.map_or("?".into(), |t| t.to_string()),
             self.input_tokens.map_or("?".into(), |t| t.to_string()),

@@ -16,8 +16,10 @@ impl Stage for FetchStage {
             let mut opts = FetchOptions::from_env(&req.model_id, cx.out("truth"));
             opts.revision = req.revision.clone();
             opts.offline |= req.offline;
-            // The runner's stage timeout bounds the whole fetch; the fetcher's own retries
-            // handle blips inside it.
+            // Retries happen in one place, the runner (with queue.toml's backoff): the fetcher
+            // gives up at the first transient error instead of retrying inside each of the
+            // runner's attempts (5 × 5 waits on a DNS failure).
+            opts.retry.max_retries = 0;
             match fetch_truth(&opts).await {
                 Ok(report) => Ok(StageOutput {
                     summary: serde_json::json!({

@@ -43,6 +43,11 @@ impl Stage for VerifyStage {
                     "errors": outcome.errors,
                     "warnings": outcome.warnings,
                     "bytes_diff": bytes_diff(&outcome.report_json),
+                    // What was checked, for the re-validation table.
+                    "spec": outcome.spec,
+                    "guards": outcome.report_json.get("guards"),
+                    "matched_tensors": outcome.report_json.pointer("/summary/matched_tensors"),
+                    "checkpoint_tensors": outcome.report_json.pointer("/summary/checkpoint_tensors"),
                 }),
                 ..StageOutput::default()
             })

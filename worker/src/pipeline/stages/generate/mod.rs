@@ -73,6 +73,14 @@ pub fn backend_for(
             ..harch_agents::OpenAiSettings::default()
         },
     };
+    // Checked again here, in the worker's environment: enqueue ran elsewhere, or was told to
+    // skip the check. A missing key fails the stage before any run is spent.
+    crate::queue::preflight::check_agent_credentials(s, name, |k| std::env::var(k).ok()).map_err(
+        |e| harch_agents::AgentError::Config {
+            backend: "config",
+            message: format!("{e:#}"),
+        },
+    )?;
     harch_agents::backend(name, &config, &Credentials::from_env())
 }
 
