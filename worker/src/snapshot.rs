@@ -56,6 +56,17 @@ pub fn try_load_snapshot(model_id: &str) -> anyhow::Result<Option<Truth>> {
     Ok(Some(to_truth(&snap)?))
 }
 
+/// The config.json of the bundled snapshot of `model_id`, without expanding its inventory
+/// (identity checks need only the architectures; expanding DeepSeek-V3's 91,991 tensors costs
+/// most of a validate).
+pub fn snapshot_config(model_id: &str) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some((_, bytes)) = BUNDLED.iter().find(|(id, _)| *id == model_id) else {
+        return Ok(None);
+    };
+    let snap = decode(bytes).with_context(|| format!("bundled snapshot of {model_id}"))?;
+    Ok(Some(snap.config))
+}
+
 /// Builds a snapshot from a truth (drops shard placement and sources).
 pub fn from_truth(model_id: &str, truth: &Truth) -> anyhow::Result<Snapshot> {
     let total = truth.inventory.total_bytes();

@@ -101,8 +101,8 @@ pub fn identity_mismatch(arg: &str, truth: &Truth) -> anyhow::Result<Option<Stri
         return Ok(Some(format!("its truth.json says it is `{id}`")));
     }
     let theirs = architectures(&truth.config);
-    if let Some(snap) = snapshot::try_load_snapshot(arg)? {
-        let ours = architectures(&snap.config);
+    if let Some(config) = snapshot::snapshot_config(arg)? {
+        let ours = architectures(&config);
         if !ours.is_empty() && !theirs.is_empty() && !ours.iter().any(|a| theirs.contains(a)) {
             return Ok(Some(format!(
                 "its config.json is {theirs:?}, but `{arg}` is {ours:?}"
