@@ -36,7 +36,8 @@ impl Env for LayerEnv<'_> {
     }
 }
 
-fn present(config: &serde_json::Value, key: &str) -> bool {
+/// A config key with a non-null value.
+pub(crate) fn present(config: &serde_json::Value, key: &str) -> bool {
     config.get(key).is_some_and(|v| !v.is_null())
 }
 

@@ -49,22 +49,24 @@ pub fn load_snapshot(model_id: &str) -> Option<Truth> {
 
 /// Like [`load_snapshot`], but says why a bundled snapshot could not be read.
 pub fn try_load_snapshot(model_id: &str) -> anyhow::Result<Option<Truth>> {
+    bundled(model_id)?.map(|snap| to_truth(&snap)).transpose()
+}
+
+/// The bundled snapshot of `model_id`, decoded but not expanded.
+fn bundled(model_id: &str) -> anyhow::Result<Option<Snapshot>> {
     let Some((_, bytes)) = BUNDLED.iter().find(|(id, _)| *id == model_id) else {
         return Ok(None);
     };
-    let snap = decode(bytes).with_context(|| format!("bundled snapshot of {model_id}"))?;
-    Ok(Some(to_truth(&snap)?))
+    decode(bytes)
+        .with_context(|| format!("bundled snapshot of {model_id}"))
+        .map(Some)
 }
 
 /// The config.json of the bundled snapshot of `model_id`, without expanding its inventory
 /// (identity checks need only the architectures; expanding DeepSeek-V3's 91,991 tensors costs
 /// most of a validate).
 pub fn snapshot_config(model_id: &str) -> anyhow::Result<Option<serde_json::Value>> {
-    let Some((_, bytes)) = BUNDLED.iter().find(|(id, _)| *id == model_id) else {
-        return Ok(None);
-    };
-    let snap = decode(bytes).with_context(|| format!("bundled snapshot of {model_id}"))?;
-    Ok(Some(snap.config))
+    Ok(bundled(model_id)?.map(|snap| snap.config))
 }
 
 /// Builds a snapshot from a truth (drops shard placement and sources).

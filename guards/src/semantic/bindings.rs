@@ -175,12 +175,11 @@ fn dims(
     keys: &ConfigKeys,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let present = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
     for d in &ir.dims {
         let mut hidden = Vec::new();
         fallbacks(&d.expr, &mut hidden);
         for k in &hidden {
-            if present(k) {
+            if crate::schedule::present(config, k) {
                 continue;
             }
             let Some((q, _)) = keys.quantities.iter().find(|(_, q)| q.keys.contains(k)) else {
