@@ -129,6 +129,7 @@ impl Repo {
     /// Build from `(relative path, contents)` pairs; paths look like `specs/models/llama.yaml`.
     pub fn from_files(files: BTreeMap<String, String>) -> Repo {
         let mut repo = Repo::default();
+        let mut clashes: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (path, text) in &files {
             let p = path.as_str();
             // A gap report (`<model>.gap.yaml`) sits next to its spec and is no spec file.
@@ -182,12 +183,44 @@ impl Repo {
                     );
                 } else if p.contains("/models/") {
                     let def: ModelDef = parse_yaml(p, text)?;
-                    repo.models.insert(def.model.clone(), (def, p.to_string()));
+                    if let Some(files) = clashes.get_mut(&def.model) {
+                        files.push(p.to_string());
+                    } else if let Some((_, first)) = repo.models.remove(&def.model) {
+                        clashes.insert(def.model.clone(), vec![first, p.to_string()]);
+                    } else {
+                        repo.models.insert(def.model.clone(), (def, p.to_string()));
+                    }
                 }
                 Ok(())
             })();
             if let Err(e) = res {
                 repo.file_errors.push(e);
+            }
+        }
+        // Two model specs with one `model:` name (typically a copy of a library spec given by
+        // path): neither is loaded under that name, and each says which file it clashes with.
+        for (name, clashing) in &clashes {
+            for file in clashing {
+                let others: Vec<&str> = clashing
+                    .iter()
+                    .filter(|f| *f != file)
+                    .map(String::as_str)
+                    .collect();
+                let text = files.get(file).map(String::as_str).unwrap_or("");
+                repo.file_errors.push(
+                    SpecError::new(
+                        code::DUPLICATE,
+                        format!(
+                            "model name `{name}` clashes with {}, which has the same `model:` name",
+                            others.join(" and ")
+                        ),
+                        key_loc(file, text, "model"),
+                    )
+                    .hint(format!(
+                        "model names are unique in the library: give this spec its own `model:` name (a copy of a library spec keeps the library's name until you change it), or edit {} itself",
+                        others.join(" or ")
+                    )),
+                );
             }
         }
         repo.files = files;

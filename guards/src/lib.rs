@@ -51,6 +51,9 @@ pub fn validate(
                 .iter()
                 .map(|e| Diagnostic::from_spec_error("load", e))
                 .collect();
+            // Nothing ran: every guard asked for waits for a spec that loads.
+            report.not_run = std::mem::take(&mut report.guards);
+            report.stopped_at = Some("load");
             return (report.finish(), None);
         }
     };
@@ -118,7 +121,9 @@ pub fn validate(
         .filter(|g| guards.has(g))
         .collect();
         report.guards.retain(|g| !skipped.contains(g));
+        report.stopped_at = Some("evaluation");
         if !skipped.is_empty() {
+            report.not_run = skipped.clone();
             report.warnings.push(Diagnostic::new(
                 "warning",
                 "V000",

@@ -86,6 +86,12 @@ pub struct Report {
     pub truth: Option<String>,
     /// Guards that ran, in order.
     pub guards: Vec<&'static str>,
+    /// Guards asked for that did not run, because the check stopped early (`stopped_at`).
+    pub not_run: Vec<&'static str>,
+    /// Where the check stopped before running every guard asked for: `load` (the spec did
+    /// not load: no guard ran) or `evaluation` (the spec loaded but did not evaluate: the
+    /// guards that compare an evaluation with the truth did not run). None when it did not.
+    pub stopped_at: Option<&'static str>,
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
     pub summary: Summary,

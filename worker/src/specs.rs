@@ -64,6 +64,42 @@ pub struct Target {
     pub repo: Repo,
     /// Model name in the repo, or the relative file key of a spec given by path.
     pub model: String,
+    /// Files from outside `specs/` (a spec given by path, its drafts): the key they have in
+    /// the repo (`specs/models/x.yaml`) and the path the user gave, which errors must show.
+    pub paths: BTreeMap<String, String>,
+}
+
+impl Target {
+    /// A spec of the library, or the library's spec for a model.
+    pub fn library(repo: Repo, model: String) -> Target {
+        Target {
+            repo,
+            model,
+            paths: BTreeMap::new(),
+        }
+    }
+
+    /// The file a location names, as the user knows it: the path they gave for a file from
+    /// outside `specs/`, the repository-relative path otherwise.
+    pub fn user_path<'a>(&'a self, file: &'a str) -> &'a str {
+        self.paths.get(file).map_or(file, String::as_str)
+    }
+
+    /// Points a location into a file from outside `specs/` at the path the user gave.
+    pub fn relocate(&self, loc: &mut harch_engine::diag::Location) {
+        if let Some(f) = loc.file.as_mut()
+            && let Some(p) = self.paths.get(f.as_str())
+        {
+            *f = p.clone();
+        }
+    }
+
+    /// [`Target::relocate`] for every error.
+    pub fn relocate_all(&self, errs: &mut [SpecError]) {
+        for e in errs {
+            self.relocate(&mut e.location);
+        }
+    }
 }
 
 /// Resolve `SPEC-PATH | model name`. A path outside `specs/models/` is added to the repo under
@@ -79,6 +115,7 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
                 .unwrap_or_default()
         );
         let mut extra = vec![];
+        let mut paths = BTreeMap::new();
         let abs = std::fs::canonicalize(p)?;
         let inside = std::fs::canonicalize(root.join("specs"))
             .map(|s| abs.starts_with(s))
@@ -91,6 +128,7 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
             key
         };
         if !inside {
+            paths.insert(key.clone(), arg.to_string());
             extra.push((key.clone(), text));
             if let Some(dir) = p.parent() {
                 let drafts = dir.join("drafts");
@@ -102,24 +140,24 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
                                 .file_name()
                                 .map(|f| f.to_string_lossy().to_string())
                                 .unwrap_or_default();
-                            extra.push((
-                                format!("specs/components/drafts/{name}"),
-                                std::fs::read_to_string(&path)?,
-                            ));
+                            let key = format!("specs/components/drafts/{name}");
+                            paths.insert(key.clone(), path.display().to_string());
+                            extra.push((key, std::fs::read_to_string(&path)?));
                         }
                     }
                 }
             }
         }
         let repo = read_repo(root, &extra)?;
-        return Ok(Target { repo, model: key });
+        return Ok(Target {
+            repo,
+            model: key,
+            paths,
+        });
     }
     let repo = read_repo(root, &[])?;
     if repo.model_names().contains(&arg) {
-        return Ok(Target {
-            repo,
-            model: arg.to_string(),
-        });
+        return Ok(Target::library(repo, arg.to_string()));
     }
     if arg.ends_with(".yaml") {
         bail!("no such file: {arg}");
@@ -130,6 +168,10 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
     )
 }
 
+/// Loads the target's model; errors are located at the paths the user gave.
 pub fn load(target: &Target) -> Result<ModelIr, Vec<SpecError>> {
-    target.repo.load_model(&target.model)
+    target.repo.load_model(&target.model).map_err(|mut errs| {
+        target.relocate_all(&mut errs);
+        errs
+    })
 }

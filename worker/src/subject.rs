@@ -48,7 +48,7 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
         else {
             bail!("no library spec serves the architectures {arch:?} of `{arg}`");
         };
-        Target { repo, model }
+        Target::library(repo, model)
     } else {
         specs::resolve_spec(&root, arg)?
     };
@@ -63,7 +63,7 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
             return Ok(Subject {
                 target,
                 truth: Truth::default(),
-                truth_origin: "nothing (the spec does not parse)".into(),
+                truth_origin: "nothing (the spec does not load)".into(),
             });
         };
         for id in snapshot::snapshot_ids() {
@@ -151,7 +151,9 @@ pub fn evaluated(
     let ir = specs::load(&s.target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
     let a = harch_engine::evaluate(&ir, &s.truth.config, opts);
     if !a.errors.is_empty() {
-        anyhow::bail!("{}", render_errors(&a.errors));
+        let mut errs = a.errors.clone();
+        s.target.relocate_all(&mut errs);
+        anyhow::bail!("{}", render_errors(&errs));
     }
     Ok((ir, a))
 }

@@ -583,3 +583,383 @@ fn explain_sums_a_component_and_lists_paths_for_an_unknown_one() {
         "{err}"
     );
 }
+
+/// A copy of the library's llama spec in `dir` as `name`, renamed to `model` (None: keeps the
+/// library's name), with `edit` applied to its text.
+fn llama_copy(dir: &Path, name: &str, model: Option<&str>, edit: (&str, &str)) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("specs/models/llama.yaml")).unwrap();
+    let text = match model {
+        Some(m) => text.replacen("model: llama\n", &format!("model: {m}\n"), 1),
+        None => text,
+    };
+    assert!(
+        text.contains(edit.0),
+        "llama.yaml changed: fix the test's edit"
+    );
+    let text = text.replacen(edit.0, edit.1, 1);
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn errors_in_a_spec_outside_the_library_point_at_the_path_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = llama_copy(
+        &tmp.path().join("x"),
+        "syntax.yaml",
+        Some("llama_mine"),
+        (
+            "d_ffn: config.intermediate_size",
+            "d_ffn: \"config.intermediate_size +\"",
+        ),
+    );
+    let given = spec.to_str().unwrap();
+    for dir in [tmp.path().to_path_buf(), root()] {
+        let (code, out, _) = run_in(&dir, &["validate", given]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(&format!("--> {given}:12:")), "{out}");
+        assert!(!out.contains("specs/models/syntax.yaml"), "{out}");
+        // The snippet is the user's line.
+        assert!(
+            out.contains("12 |   d_ffn: \"config.intermediate_size +\""),
+            "{out}"
+        );
+        let (code, out, _) = run_in(&dir, &["validate", given, "--json"]);
+        assert_eq!(code, 1);
+        let report = json(&out);
+        assert_eq!(report["errors"][0]["location"]["file"], given, "{report}");
+        assert_eq!(report["errors"][0]["location"]["line"], 12, "{report}");
+        let (code, _, err) = run_in(&dir, &["show", given]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains(&format!("--> {given}:12:")) && !err.contains("specs/models/"),
+            "{err}"
+        );
+    }
+    // A relative path stays relative.
+    let (_, out, _) = run_in(tmp.path(), &["validate", "x/syntax.yaml"]);
+    assert!(out.contains("--> x/syntax.yaml:12:"), "{out}");
+}
+
+#[test]
+fn a_spec_that_does_not_load_says_no_guard_ran() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(&bad, "model: [unclosed\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, out, _) = run_in(tmp.path(), &["validate", bad]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the spec did not load: no guard ran (not run: weight, packing,"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("0 of 0") && !out.contains("guards: weight"),
+        "{out}"
+    );
+    let (code, out, _) = run_in(tmp.path(), &["validate", bad, "--json"]);
+    assert_eq!(code, 1);
+    let report = json(&out);
+    assert_eq!(report["stopped_at"], "load", "{report}");
+    assert_eq!(report["guards"], serde_json::json!([]), "{report}");
+    assert!(report["not_run"].as_array().unwrap().len() >= 6, "{report}");
+    // A spec that loads runs its guards and says so.
+    let (_, out, _) = run_in(tmp.path(), &["validate", "Qwen/Qwen3-8B", "--json"]);
+    let report = json(&out);
+    assert_eq!(report["stopped_at"], serde_json::Value::Null);
+    assert_eq!(report["not_run"], serde_json::json!([]));
+}
+
+#[test]
+fn a_copy_keeping_the_library_model_name_is_told_it_clashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Before and after the library's llama.yaml in file order: the same answer.
+    for name in ["a_copy.yaml", "z_copy.yaml"] {
+        let spec = llama_copy(tmp.path(), name, None, ("n_layers:", "n_layers:"));
+        let given = spec.to_str().unwrap();
+        let (code, out, _) = run_in(tmp.path(), &["validate", given]);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains("error[L014]: model name `llama` clashes with specs/models/llama.yaml")
+                && out.contains(&format!("--> {given}:1:1"))
+                && out.contains("give this spec its own `model:` name"),
+            "{out}"
+        );
+        assert!(!out.contains("L005"), "{out}");
+        // Renamed, the copy validates.
+        let renamed = llama_copy(
+            tmp.path(),
+            name,
+            Some("llama_copy"),
+            ("n_layers:", "n_layers:"),
+        );
+        let (code, out, err) = run_in(tmp.path(), &["validate", renamed.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+}
+
+#[test]
+fn cancel_retry_and_run_answer_in_json_on_success_and_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (_, id, _) = run_in(d, &["enqueue", "org/m", "--stages", "noop"]);
+    let id = id.trim();
+    let (code, out, _) = run_in(d, &["cancel", id, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let rec = json(&out);
+    assert_eq!(
+        (rec["id"].as_str(), rec["state"].as_str()),
+        (Some(id), Some("cancelled"))
+    );
+    // Cancelling it again fails: still one JSON document, with the exit code's kind.
+    let (code, out, err) = run_in(d, &["cancel", id, "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.is_empty(), "{err}");
+    let e = json(&out);
+    assert_eq!(e["exit_code"], 2);
+    assert!(
+        e["error"].as_str().unwrap().contains("already cancelled"),
+        "{e}"
+    );
+    let (code, out, _) = run_in(d, &["retry", id, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(json(&out)["state"], "pending");
+    let (code, out, _) = run_in(d, &["retry", "01JD3XK4F5Q2W8Y6Z7A9B0C1D2", "--json"]);
+    assert_eq!(code, 2);
+    assert!(
+        json(&out)["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{out}"
+    );
+    // The drain's account: every job that was waiting, and how it ended.
+    let (_, failing, _) = run_in(d, &["enqueue", "org/f", "--stages", "fail"]);
+    let (code, out, err) = run_in(d, &["run", "--once", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let drain = json(&out);
+    assert_eq!(
+        (drain["succeeded"].as_u64(), drain["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let jobs = drain["jobs"].as_array().unwrap();
+    let failed = jobs.iter().find(|j| j["id"] == failing.trim()).unwrap();
+    assert_eq!(failed["state"], "failed");
+    assert!(failed["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    let (code, out, _) = run_in(d, &["run", "--once", "--json", "--queue", "postgres://x"]);
+    assert_eq!(code, 2);
+    assert_eq!(json(&out)["kind"], "usage");
+}
+
+/// The bytes a terminal would take as drawing: carriage returns and escape sequences.
+fn has_control_codes(s: &str) -> bool {
+    s.contains('\r') || s.contains('\u{1b}')
+}
+
+#[test]
+fn progress_bars_stay_off_pipes_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let truth = d.join("truth");
+    let mut cases: Vec<Vec<String>> = vec![
+        vec!["run".into(), "--once".into()],
+        vec![
+            "revalidate".into(),
+            "--offline".into(),
+            "--models".into(),
+            "openai/gpt-oss-20b,Qwen/Qwen3-8B".into(),
+        ],
+        vec![
+            "fetch".into(),
+            "Qwen/Qwen3-8B".into(),
+            "--offline".into(),
+            "--out".into(),
+            truth.to_str().unwrap().into(),
+        ],
+    ];
+    for i in 0..3 {
+        let (code, _, err) = run_in(
+            d,
+            &["enqueue", &format!("org/p{i}"), "--stages", "sleep:300"],
+        );
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut json_cases: Vec<Vec<String>> = cases.clone();
+    for c in &mut json_cases {
+        c.push("--json".into());
+    }
+    cases.extend(json_cases);
+    for args in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run_in(d, &args);
+        assert!(code == 0, "{args:?}: {out}{err}");
+        assert!(
+            !has_control_codes(&out) && !has_control_codes(&err),
+            "{args:?} drew on a pipe: {err:?}"
+        );
+    }
+    // On a terminal (where `script` can provide one), the drain shows its bar.
+    let script = Command::new("script").arg("--version").output();
+    if !script.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED the terminal half: no `script` to run a command on a terminal");
+        return;
+    }
+    for i in 0..3 {
+        run_in(
+            d,
+            &["enqueue", &format!("org/t{i}"), "--stages", "sleep:600"],
+        );
+    }
+    let line = format!("{BIN} run --once --concurrency 1");
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(d)
+        .env("TERM", "xterm")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("jobs done"), "no bar on a terminal: {text:?}");
+}
+
+/// The subcommands `--help` lists.
+fn subcommands(dir: &Path) -> Vec<String> {
+    let (_, top, _) = run_in(dir, &["--help"]);
+    top.split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn every_subcommand_is_documented_and_answers_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let doc = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    let commands = subcommands(tmp.path());
+    assert!(commands.len() >= 20, "{commands:?}");
+    for c in &commands {
+        let head = format!("### `{c}`\n");
+        let section = doc
+            .split_once(&head)
+            .map(|(_, rest)| rest.split("\n### ").next().unwrap())
+            .unwrap_or_else(|| panic!("docs/cli.md has no section {head:?}"));
+        assert!(
+            section.contains(&format!("harch-worker {c}")),
+            "docs/cli.md: `{c}` has no example"
+        );
+        assert!(
+            section.contains("--json"),
+            "docs/cli.md: `{c}` does not say what --json gives"
+        );
+        let (_, help, _) = run_in(tmp.path(), &[c, "--help"]);
+        // `ablate` writes its answer as files (documented as such).
+        if c != "ablate" {
+            assert!(
+                help.contains("\n      --json"),
+                "`{c}` has no --json:\n{help}"
+            );
+        }
+    }
+    // The commands this build runs without a queue or network answer in JSON.
+    let d = tmp.path();
+    let (code, out, _) = run_in(d, &["ops", "--json"]);
+    assert_eq!(code, 0);
+    let ops = json(&out);
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["name"] == "linear"),
+        "{ops}"
+    );
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "explain",
+            "deepseek-ai/DeepSeek-V3",
+            "params:layers[moe].ffn",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let e = json(&out);
+    assert!(e["value"].as_i64().unwrap() > 600_000_000_000, "{e}");
+    assert!(e["formula"].as_str().is_some_and(|f| !f.is_empty()), "{e}");
+    let (code, out, _) = run_in(d, &["explain", "Qwen/Qwen3-8B", "d_model", "--json"]);
+    assert_eq!(code, 0);
+    let e = json(&out);
+    assert_eq!(e["value"], 4096, "{e}");
+    assert!(
+        e["bound"]
+            .as_str()
+            .unwrap()
+            .contains("specs/models/qwen3.yaml"),
+        "{e}"
+    );
+    let (code, out, err) = run_in(d, &["prompt", "Qwen/Qwen3-8B", "--size-only", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let p = json(&out);
+    assert!(
+        p["size"]["bytes"].as_u64().unwrap() > 1000 && p["text"].is_null(),
+        "{p}"
+    );
+    let truth = d.join("truth");
+    run_in(
+        d,
+        &[
+            "fetch",
+            "Qwen/Qwen3-8B",
+            "--offline",
+            "--out",
+            truth.to_str().unwrap(),
+        ],
+    );
+    let snap = d.join("s.json.gz");
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "snapshot",
+            truth.to_str().unwrap(),
+            "--out",
+            snap.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["model_id"], "Qwen/Qwen3-8B");
+    let (code, id, _) = run_in(d, &["enqueue", "org/m", "--stages", "noop"]);
+    assert_eq!(code, 0);
+    let (code, out, _) = run_in(d, &["logs", id.trim(), "--json"]);
+    assert_eq!(code, 0);
+    assert!(json(&out)["lines"].as_array().is_some(), "{out}");
+    let (code, out, _) = run_in(
+        d,
+        &[
+            "bench-queue",
+            "--jobs",
+            "3",
+            "--backends",
+            "sqlite",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(json(&out)[0]["jobs"], 3);
+    // Failures are JSON too.
+    let (code, out, _) = run_in(d, &["logs", "01JD3XK4F5Q2W8Y6Z7A9B0C1D2", "--json"]);
+    assert_eq!(code, 2);
+    assert_eq!(json(&out)["kind"], "usage");
+    let (code, out, _) = run_in(d, &["promote", "no_such_draft", "--offline", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(json(&out)["kind"], "failed");
+}

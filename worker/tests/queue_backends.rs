@@ -794,6 +794,128 @@ fn redis_promotes_more_due_tickets_than_lua_can_unpack() {
     });
 }
 
+/// Every key a worker leaves in Redis is under the queue's prefix, and none is kept forever:
+/// finished tickets and dead workers get lifetimes (queue.finished_ttl_s,
+/// queue.dead_worker_ttl_s), and what expired is swept away. On a Redis of the test's own, so
+/// that `KEYS *` sees only this test's keys.
+#[test]
+fn redis_keys_expire_and_stay_under_the_prefix() {
+    let Some(redis) = OwnRedis::start() else {
+        return;
+    };
+    let env = Env::on(Backend::Redis, redis.url())
+        .expect("own Redis is up")
+        .with_env("HARCH_FINISHED_TTL_S", "3600")
+        .with_env("HARCH_DEAD_WORKER_TTL_S", "1");
+    let mut conn = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys = |conn: &mut ::redis::Connection| -> Vec<String> {
+        let mut k: Vec<String> = ::redis::cmd("KEYS").arg("*").query(conn).unwrap();
+        k.sort();
+        k
+    };
+    let ttl = |conn: &mut ::redis::Connection, key: &str| -> i64 {
+        ::redis::cmd("TTL").arg(key).query(conn).unwrap()
+    };
+    let prefix = format!("{}:", env.queue);
+    let ids = env.enqueue(&["org/k1", "org/k2"], "noop");
+    env.drain();
+    for id in &ids {
+        assert_eq!(state(&env.status(id)), "succeeded");
+    }
+    let all = keys(&mut conn);
+    let outside: Vec<&String> = all.iter().filter(|k| !k.starts_with(&prefix)).collect();
+    assert!(outside.is_empty(), "keys outside `{prefix}`: {outside:?}");
+    // Each finished ticket's meta hash expires; the stopped worker left no keys of its own.
+    let meta: Vec<&String> = all
+        .iter()
+        .filter(|k| k.starts_with(&format!("{prefix}meta:")))
+        .collect();
+    assert_eq!(meta.len(), 2, "{all:?}");
+    for k in &meta {
+        let t = ttl(&mut conn, k);
+        assert!(t > 0 && t <= 3600, "{k}: TTL {t}");
+    }
+    assert!(
+        !all.iter().any(|k| k.contains(":workers:metadata:")),
+        "a stopped worker's metadata stayed: {all:?}"
+    );
+    let workers: Vec<String> = ::redis::cmd("ZRANGE")
+        .arg(format!("{prefix}workers"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        workers.is_empty(),
+        "a stopped worker stayed registered: {workers:?}"
+    );
+
+    // A worker killed with SIGKILL: its metadata hash has a lifetime from the start.
+    let mut worker = env.spawn_worker();
+    let metadata = loop {
+        if let Some(k) = keys(&mut conn)
+            .into_iter()
+            .find(|k| k.contains(":workers:metadata:"))
+        {
+            break k;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let t = ttl(&mut conn, &metadata);
+    // lease (1 s × 2) + dead_worker_ttl_s (1)
+    assert!(t > 0 && t <= 3, "{metadata}: TTL {t}");
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(
+        ttl(&mut conn, &metadata),
+        -2,
+        "the dead worker's key outlived its TTL"
+    );
+
+    // Finished tickets whose meta hash expired leave the done set and the data hash at the
+    // next sweep (here: a drain's, at its start and end).
+    for k in &meta {
+        let _: () = ::redis::cmd("EXPIRE")
+            .arg(*k)
+            .arg(1)
+            .query(&mut conn)
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    env.drain();
+    let done: Vec<String> = ::redis::cmd("SMEMBERS")
+        .arg(format!("{prefix}done"))
+        .query(&mut conn)
+        .unwrap();
+    let data: usize = ::redis::cmd("HLEN")
+        .arg(format!("{prefix}data"))
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        done.is_empty() && data == 0,
+        "done {done:?}, {data} data fields"
+    );
+    let workers: Vec<String> = ::redis::cmd("ZRANGE")
+        .arg(format!("{prefix}workers"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        workers.is_empty(),
+        "the dead worker stayed registered: {workers:?}"
+    );
+    let outside: Vec<String> = keys(&mut conn)
+        .into_iter()
+        .filter(|k| !k.starts_with(&prefix))
+        .collect();
+    assert!(outside.is_empty(), "{outside:?}");
+}
+
 /// The committed benchmark still runs and reports its figures (at a size tests can afford).
 #[test]
 fn bench_queue_reports_figures() {

@@ -4,6 +4,7 @@
 
 pub mod exit;
 pub mod help;
+pub mod progress;
 #[macro_use]
 pub mod out;
 

@@ -28,6 +28,10 @@ pub struct Args {
     /// Jobs run at the same time.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Print one object per backend (backend, jobs, enqueue_per_s, drain_per_s, drain_s,
+    /// overhead_per_job_ms, failed) as a JSON array; errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -52,16 +56,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ],
         None => args.backends.clone(),
     };
-    outln!(
-        "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
-        "BACKEND",
-        "JOBS",
-        "ENQUEUE/S",
-        "DRAIN/S",
-        "DRAIN S",
-        "OVERHEAD/JOB MS",
-        "FAILED"
-    );
+    let mut rows = Vec::new();
+    if !args.json {
+        outln!(
+            "{:<7} {:>7} {:>11} {:>11} {:>10} {:>16} {:>7}",
+            "BACKEND",
+            "JOBS",
+            "ENQUEUE/S",
+            "DRAIN/S",
+            "DRAIN S",
+            "OVERHEAD/JOB MS",
+            "FAILED"
+        );
+    }
     let mut failed = 0;
     for backend in &backends {
         let tmp = match &args.flags.data_dir {
@@ -103,6 +110,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Slot-time a job held minus its stages' own work, per job.
         let slot_ms = f.drain_s * 1000.0 * args.concurrency as f64;
         let overhead = (slot_ms - f.stage_work_ms as f64) / f.jobs as f64;
+        rows.push(serde_json::json!({
+            "backend": f.backend,
+            "jobs": f.jobs,
+            "enqueue_per_s": f.jobs as f64 / f.enqueue_s,
+            "drain_per_s": f.jobs as f64 / f.drain_s,
+            "drain_s": f.drain_s,
+            "overhead_per_job_ms": overhead,
+            "failed": f.failed,
+        }));
+        failed += f.failed;
+        if args.json {
+            continue;
+        }
         outln!(
             "{:<7} {:>7} {:>11.0} {:>11.0} {:>10.2} {:>16.2} {:>7}",
             f.backend,
@@ -113,7 +133,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             overhead,
             f.failed
         );
-        failed += f.failed;
+    }
+    if args.json {
+        crate::cli::out::print_json(&rows)?;
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS

@@ -12,7 +12,9 @@ pub use super::JobArgs as Args;
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let rec = cancel(&settings, &args.job)?;
-    if rec.state == JobState::Cancelled {
+    if args.json {
+        crate::cli::out::print_json(&rec)?;
+    } else if rec.state == JobState::Cancelled {
         outln!("{} cancelled", rec.id);
     } else {
         outln!(

@@ -107,7 +107,7 @@ fn spec_nodes(spec: Option<&str>, config: &serde_json::Value) -> anyhow::Result<
                 .find_map(|a| repo.model_for_architecture(a))
                 .map(str::to_string);
             match model {
-                Some(model) => specs::Target { repo, model },
+                Some(model) => specs::Target::library(repo, model),
                 None => return Ok(SpecNodes::unchecked()),
             }
         }

@@ -27,6 +27,10 @@ pub struct Args {
     /// layout and workload, as `analyze` takes them.
     #[command(flatten)]
     pub deployment: crate::cmd::analyze::DeploymentArgs,
+    /// Print `quantity`, `formula`, `value`, `bound` (where a dim is bound) and `where` (the
+    /// dims the formula uses) as JSON; errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -61,23 +65,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             harch_analysis::explain::NAMES.join(", ")
         )));
     };
-    outln!("{} = {}", args.quantity, q.formula());
-    outln!("  = {}", crate::cmd::show::group_digits(q.v));
-    if let Some(d) = ir.dims.iter().find(|d| d.name == args.quantity) {
-        outln!("  bound as `{}` in {}", d.raw, ir.file);
+    let formula = q.formula();
+    let bound = ir
+        .dims
+        .iter()
+        .find(|d| d.name == args.quantity)
+        .map(|d| format!("`{}` in {}", d.raw, s.target.user_path(&ir.file)));
+    let used: Vec<(&String, i128)> = a
+        .dims
+        .iter()
+        .filter(|(name, _)| {
+            formula
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| w == name.as_str())
+        })
+        .map(|(name, v)| (name, v.v))
+        .collect();
+    if args.json {
+        let dims: serde_json::Map<String, serde_json::Value> = used
+            .iter()
+            .map(|(n, v)| ((*n).clone(), serde_json::json!(v)))
+            .collect();
+        crate::cli::out::print_json(&serde_json::json!({
+            "quantity": args.quantity,
+            "formula": formula,
+            "value": q.v,
+            "bound": bound,
+            "where": dims,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
     }
-    let mut shown = 0;
-    for (name, v) in &a.dims {
-        if q.formula()
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .any(|w| w == name)
-        {
-            if shown == 0 {
-                outln!("where");
-            }
-            outln!("  {name} = {}", v.v);
-            shown += 1;
-        }
+    outln!("{} = {formula}", args.quantity);
+    outln!("  = {}", crate::cmd::show::group_digits(q.v));
+    if let Some(b) = &bound {
+        outln!("  bound as {b}");
+    }
+    if !used.is_empty() {
+        outln!("where");
+    }
+    for (name, v) in &used {
+        outln!("  {name} = {v}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,10 @@ pub struct Args {
     /// Print one kept file of the run whole instead.
     #[arg(long, requires = "attempt", value_enum)]
     pub show: Option<Show>,
+    /// Print as JSON: the event log as `job` and `lines`; an agent run as `job`, `stage`,
+    /// `attempt` (its record), `dir` and `files` (name, bytes). Errors are JSON too.
+    #[arg(long, conflicts_with = "show")]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -56,7 +60,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        out!("{text}");
+        if args.json {
+            crate::cli::out::print_json(&serde_json::json!({
+                "job": args.job,
+                "lines": text.lines().collect::<Vec<_>>(),
+            }))?;
+        } else {
+            out!("{text}");
+        }
         return Ok(ExitCode::SUCCESS);
     };
     let (stage, attempt) = find(&job_dir, args.stage.as_deref(), n)?;
@@ -88,6 +99,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         crate::cli::out::write_bytes(&bytes);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.json {
+        let kept: Vec<serde_json::Value> = files
+            .iter()
+            .map(|f| {
+                let bytes = std::fs::metadata(dir.join(f)).map_or(0, |m| m.len());
+                serde_json::json!({ "name": f, "bytes": bytes })
+            })
+            .collect();
+        crate::cli::out::print_json(&serde_json::json!({
+            "job": args.job,
+            "stage": stage,
+            "attempt": attempt,
+            "dir": dir.display().to_string(),
+            "files": kept,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     out!(

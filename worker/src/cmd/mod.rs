@@ -24,6 +24,10 @@ pub mod validate_changed;
 pub struct JobArgs {
     /// Job id, as `enqueue` printed it.
     pub job: String,
+    /// Print the job's record after the change as JSON (as `status JOB --json`); errors are
+    /// JSON too.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: harch_worker::queue::config::QueueFlags,
 }

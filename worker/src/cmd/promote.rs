@@ -23,6 +23,10 @@ pub struct Args {
     /// Check and print what would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print `component`, `from`, `to`, `checks` (spec, truth), `edited_specs`, `dry_run` and
+    /// `staged` as JSON; errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -35,13 +39,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let plan = match runtime.block_on(promote::plan(&root, &args.component, &opts)) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e:#}");
-            return Ok(ExitCode::from(1));
-        }
-    };
+    let plan = runtime
+        .block_on(promote::plan(&root, &args.component, &opts))
+        .map_err(crate::cli::failed)?;
+    if args.json {
+        let staged = !args.dry_run && promote::apply(&root, &plan)?;
+        let checks: Vec<serde_json::Value> = plan
+            .checks
+            .iter()
+            .map(|c| serde_json::json!({ "spec": c.spec, "truth": c.truth }))
+            .collect();
+        crate::cli::out::print_json(&serde_json::json!({
+            "component": plan.component,
+            "from": plan.from,
+            "to": plan.to,
+            "checks": checks,
+            "edited_specs": plan.edited_specs,
+            "dry_run": args.dry_run,
+            "staged": staged,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for c in &plan.checks {
         outln!(
             "✓ {} validates with it in the library (truth: {})",

@@ -28,6 +28,10 @@ pub struct Args {
     /// Print only the size.
     #[arg(long)]
     pub size_only: bool,
+    /// Print `model_id`, `spec_path`, `size` (bytes, est_tokens, fragments) and `text` (unless
+    /// --size-only) as JSON; errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -58,6 +62,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         spec_file_name(&args.model, &truth.config)
     );
     let prompt = render_generate(&GenerateInput::new(&args.model, &truth, &repo, &spec_path))?;
+    if args.json {
+        crate::cli::out::print_json(&serde_json::json!({
+            "model_id": args.model,
+            "spec_path": spec_path,
+            "size": prompt.size,
+            "text": (!args.size_only).then_some(&prompt.text),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if !args.size_only {
         out!("{}", prompt.text);
     }

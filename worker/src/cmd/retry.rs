@@ -11,6 +11,10 @@ pub use super::JobArgs as Args;
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let rec = block_on(1, retry(&settings, &args.job))??;
+    if args.json {
+        crate::cli::out::print_json(&rec)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
     outln!(
         "{} queued again (resumes at stage {resume}; agent stages get a fresh budget of {} runs)",

@@ -6,10 +6,8 @@
 //! a worker on the shared queue would also run whatever else waits there, such as generate
 //! jobs that start paid agent runs.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use harch_worker::pipeline::registry::StageRegistry;
 use harch_worker::queue::cli::{block_on, fmt_ms, setup_worker};
@@ -72,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     let registry = StageRegistry::builtin();
     let settings = Arc::new(settings);
-    let bar = progress(!args.json, requests.len(), "models re-validated");
+    let bar = crate::cli::progress::bar(!args.json, requests.len(), "models re-validated");
     let jobs = block_on(settings.worker.concurrency, async {
         let queued = enqueue(&settings, &registry, requests).await?;
         let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
@@ -82,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             until_final: ids.clone(),
             handle_signals: true,
         };
-        let watch = tokio::spawn(follow(
+        let watch = tokio::spawn(crate::cli::progress::follow(
             JobStore::open(settings.data_dir())?,
             ids.clone(),
             bar.clone(),
@@ -117,32 +115,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             run_dir.display()
         );
         Ok(ExitCode::from(crate::cli::exit::FAILED))
-    }
-}
-
-/// A progress bar on stderr, only on a terminal (none when piped, or with `--json`).
-fn progress(enabled: bool, len: usize, what: &str) -> indicatif::ProgressBar {
-    if !enabled || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len as u64);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template(&format!("[{{bar:30}}] {{pos}}/{{len}} {what}"))
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
-}
-
-/// Moves the bar as the jobs finish.
-async fn follow(store: JobStore, ids: Vec<String>, bar: indicatif::ProgressBar) {
-    loop {
-        let done = ids
-            .iter()
-            .filter(|id| store.load(id).is_ok_and(|r| r.state.is_final()))
-            .count();
-        bar.set_position(done as u64);
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -20,6 +20,11 @@ pub struct Args {
     /// was waiting succeeded, 1 when one failed or was cancelled.
     #[arg(long)]
     pub once: bool,
+    /// At the end, print what the drain did as JSON: `jobs` (id, model_id, state, last_error
+    /// of each job that was waiting when `--once` started), `succeeded`, `failed`; errors are
+    /// JSON too.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -42,24 +47,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         handle_signals: true,
     };
     let data_dir = settings.data_dir().to_path_buf();
-    block_on(
-        opts.concurrency,
-        run_worker(Arc::new(settings), StageRegistry::builtin(), opts),
-    )?
+    let bar = crate::cli::progress::bar(!args.json, waiting.len(), "jobs done");
+    block_on(opts.concurrency, async {
+        let watch = tokio::spawn(crate::cli::progress::follow(
+            JobStore::open(&data_dir)?,
+            waiting.clone(),
+            bar.clone(),
+        ));
+        let result = run_worker(Arc::new(settings), StageRegistry::builtin(), opts).await;
+        watch.abort();
+        result
+    })?
     .map_err(crate::cli::transient)?;
+    bar.finish_and_clear();
     let store = JobStore::open(&data_dir)?;
-    let mut failed = 0;
+    let (mut failed, mut succeeded) = (0, 0);
+    let mut jobs = Vec::new();
     for id in &waiting {
         let rec = store.load(id)?;
         if matches!(rec.state, JobState::Failed | JobState::Cancelled) {
             failed += 1;
-            eprintln!(
-                "job {id} ({}) {}: {}",
-                rec.request.model_id,
-                rec.state.as_str(),
-                rec.last_error.as_deref().unwrap_or("no reason recorded")
-            );
+            if !args.json {
+                eprintln!(
+                    "job {id} ({}) {}: {}",
+                    rec.request.model_id,
+                    rec.state.as_str(),
+                    rec.last_error.as_deref().unwrap_or("no reason recorded")
+                );
+            }
         }
+        succeeded += usize::from(rec.state == JobState::Succeeded);
+        jobs.push(serde_json::json!({
+            "id": rec.id,
+            "model_id": rec.request.model_id,
+            "state": rec.state.as_str(),
+            "last_error": rec.last_error,
+        }));
+    }
+    if args.json {
+        crate::cli::out::print_json(&serde_json::json!({
+            "jobs": jobs,
+            "succeeded": succeeded,
+            "failed": failed,
+        }))?;
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS

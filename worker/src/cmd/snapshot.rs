@@ -16,6 +16,10 @@ pub struct Args {
     /// Output file, e.g. specs/snapshots/<org>__<name>.json.gz.
     #[arg(long)]
     pub out: PathBuf,
+    /// Print `model_id`, `tensors`, `total_bytes`, `inventory_lines`, `out`, `file_bytes` as
+    /// JSON; errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -39,6 +43,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     truth_dir::write_file_atomically(&args.out, &bytes)
         .with_context(|| format!("writing {}", args.out.display()))?;
+    if args.json {
+        crate::cli::out::print_json(&serde_json::json!({
+            "model_id": model_id,
+            "tensors": snap.tensor_count,
+            "total_bytes": snap.total_bytes,
+            "inventory_lines": snap.inventory.len(),
+            "out": args.out.display().to_string(),
+            "file_bytes": bytes.len(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     outln!(
         "{model_id}: {} tensors, {} bytes, {} lines -> {} ({} bytes)",
         snap.tensor_count,

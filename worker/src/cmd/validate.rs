@@ -51,6 +51,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let (mut report, _) =
         harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    // Locations in a spec from outside `specs/` point at the path the user gave.
+    for d in report.errors.iter_mut().chain(report.warnings.iter_mut()) {
+        s.target.relocate(&mut d.location);
+    }
+    if let Some(f) = report.spec.as_mut() {
+        *f = s.target.user_path(f).to_string();
+    }
     report.truth = Some(match report.truth.take() {
         Some(id) if !s.truth_origin.contains(&id) => format!("{} ({id})", s.truth_origin),
         _ => s.truth_origin.clone(),
@@ -58,14 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         crate::cli::out::print_json(&report)?;
     } else {
-        out!(
-            "{}",
-            render(
-                &report,
-                &s.truth_origin,
-                Some(std::path::Path::new(&args.spec))
-            )
-        );
+        out!("{}", render(&report, &s.truth_origin));
     }
     Ok(if report.valid {
         ExitCode::SUCCESS
@@ -90,28 +90,47 @@ fn capped(asked: GuardSet, cap: Option<String>) -> Result<GuardSet, String> {
     GuardSet::list(&both.join(","))
 }
 
-/// Compiler-style text: code, message, the YAML line, and a help with the correct form.
-/// `spec` is the file the command named, shown when a location points at it from outside the
-/// repository.
-pub fn render(r: &Report, origin: &str, spec: Option<&std::path::Path>) -> String {
+/// Compiler-style text: code, message, the YAML line, and a help with the correct form; then
+/// which guards ran (and which did not, when the check stopped early) and the result.
+pub fn render(r: &Report, origin: &str) -> String {
     let root = specs::root();
     let mut out = String::new();
     for (kind, list) in [("error", &r.errors), ("warning", &r.warnings)] {
         for d in list.iter() {
-            out.push_str(&diagnostic(kind, d, &root, spec));
+            out.push_str(&diagnostic(kind, d, &root));
         }
     }
     let s = &r.summary;
     let checked = r.spec.as_deref().unwrap_or("the spec");
-    out.push_str(&format!(
-        "guards: {}\nchecked {checked} against {origin}: {} of {} checkpoint tensors matched; spec {} bytes, checkpoint {} bytes, diff {:+}\n",
-        if r.guards.is_empty() { "none".to_string() } else { r.guards.join(", ") },
-        s.matched_tensors,
-        s.checkpoint_tensors,
-        s.spec_bytes,
-        s.checkpoint_bytes,
-        s.byte_diff
-    ));
+    let list = |g: &[&str]| {
+        if g.is_empty() {
+            "none".to_string()
+        } else {
+            g.join(", ")
+        }
+    };
+    match r.stopped_at {
+        Some("load") => out.push_str(&format!(
+            "the spec did not load: no guard ran (not run: {})\n",
+            list(&r.not_run)
+        )),
+        Some(_) => {
+            out.push_str(&format!("guards: {}\n", list(&r.guards)));
+            out.push_str(&format!(
+                "the spec did not evaluate against {origin}: not run: {}\n",
+                list(&r.not_run)
+            ));
+        }
+        None => out.push_str(&format!(
+            "guards: {}\nchecked {checked} against {origin}: {} of {} checkpoint tensors matched; spec {} bytes, checkpoint {} bytes, diff {:+}\n",
+            list(&r.guards),
+            s.matched_tensors,
+            s.checkpoint_tensors,
+            s.spec_bytes,
+            s.checkpoint_bytes,
+            s.byte_diff
+        )),
+    }
     let n = |v: &Vec<Diagnostic>, noun| harch_worker::text::plural(v.len() as u64, noun);
     out.push_str(&if r.valid {
         format!("valid ({})\n", n(&r.warnings, "warning"))
@@ -125,12 +144,13 @@ pub fn render(r: &Report, origin: &str, spec: Option<&std::path::Path>) -> Strin
     out
 }
 
-fn diagnostic(
-    kind: &str,
-    d: &Diagnostic,
-    root: &std::path::Path,
-    spec: Option<&std::path::Path>,
-) -> String {
+/// The text of the file a location names: a library file under the repository root, else a
+/// path as the user gave it (relative to the working directory).
+fn source_text(root: &std::path::Path, file: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(root.join(file)).or_else(|_| std::fs::read_to_string(file))
+}
+
+fn diagnostic(kind: &str, d: &Diagnostic, root: &std::path::Path) -> String {
     let mut s = format!("{kind}[{}]: {}\n", d.code, d.message);
     let l = &d.location;
     if let Some(file) = &l.file {
@@ -142,15 +162,7 @@ fn diagnostic(
             s.push_str(&format!(" (node `{n}`)"));
         }
         s.push('\n');
-        let path = root.join(file);
-        let named = spec.filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .is_some_and(|n| file.ends_with(&*n.to_string_lossy()))
-        });
-        let text = std::fs::read_to_string(&path)
-            .or_else(|e| named.map(std::fs::read_to_string).unwrap_or(Err(e)));
-        if let (Ok(text), true) = (text, l.line > 0)
+        if let (Ok(text), true) = (source_text(root, file), l.line > 0)
             && let Some(line) = text.lines().nth(l.line as usize - 1)
         {
             let num = l.line.to_string();

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
 use super::config::{QueueUrl, Settings};
+use super::redis_keys::{self, HygienicConnection, KeyLifetimes};
 
 /// What the store carries: which job to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,7 +71,7 @@ const LIVE_CHUNK: usize = 1000;
 #[derive(Clone)]
 pub enum QueueBackend {
     Sqlite(SqliteStorage<JobTicket>),
-    Redis(RedisStorage<JobTicket>),
+    Redis(RedisStorage<JobTicket, HygienicConnection>),
 }
 
 impl QueueBackend {
@@ -118,6 +119,7 @@ impl QueueBackend {
                     .heartbeat_interval(settings.heartbeat())
                     .missed_heartbeats(q.missed_heartbeats)
                     .batch_size(q.batch_size);
+                let conn = HygienicConnection::new(conn, settings.key_lifetimes());
                 Ok(QueueBackend::Redis(
                     RedisStorage::new(conn).with_config(config),
                 ))
@@ -165,6 +167,34 @@ impl QueueBackend {
                 return Ok(total);
             }
         }
+    }
+
+    /// Redis housekeeping ([`redis_keys::sweep`]): finished tickets get their lifetime, what
+    /// expired ones left is removed, dead workers are dropped. A no-op on SQLite.
+    pub async fn sweep(&mut self, lifetimes: KeyLifetimes) -> anyhow::Result<(u64, u64)> {
+        let QueueBackend::Redis(storage) = self else {
+            return Ok((0, 0));
+        };
+        let config = storage.get_config().clone();
+        redis_keys::sweep(storage.get_connection(), &config, lifetimes).await
+    }
+
+    /// Renews a live worker's keys in Redis (every heartbeat). A no-op on SQLite.
+    pub async fn renew_worker(&mut self, name: &str) -> anyhow::Result<()> {
+        let QueueBackend::Redis(storage) = self else {
+            return Ok(());
+        };
+        let config = storage.get_config().clone();
+        redis_keys::renew_worker(storage.get_connection(), &config, name).await
+    }
+
+    /// Removes a stopped worker's keys from Redis. A no-op on SQLite.
+    pub async fn deregister_worker(&mut self, name: &str) -> anyhow::Result<()> {
+        let QueueBackend::Redis(storage) = self else {
+            return Ok(());
+        };
+        let config = storage.get_config().clone();
+        redis_keys::deregister_worker(storage.get_connection(), &config, name).await
     }
 
     /// Which of `task_ids` the store will still deliver (waiting, running, or due for a retry).

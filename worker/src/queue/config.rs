@@ -50,6 +50,11 @@ pub struct QueueSettings {
     pub missed_heartbeats: usize,
     pub batch_size: usize,
     pub recover_interval_s: u64,
+    /// Redis: seconds the store keeps a finished ticket (its meta hash, data field and set
+    /// member) after it finished.
+    pub finished_ttl_s: u64,
+    /// Redis: seconds the store keeps a dead worker's keys after its lease ran out.
+    pub dead_worker_ttl_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -347,6 +352,8 @@ impl Settings {
             self.queue.recover_interval_s,
             num
         );
+        over!("HARCH_FINISHED_TTL_S", self.queue.finished_ttl_s, num);
+        over!("HARCH_DEAD_WORKER_TTL_S", self.queue.dead_worker_ttl_s, num);
         over!("HARCH_DATA_DIR", self.worker.data_dir, text);
         over!("HARCH_CONCURRENCY", self.worker.concurrency, num);
         over!("HARCH_CANCEL_POLL_MS", self.worker.cancel_poll_ms, num);
@@ -466,6 +473,9 @@ impl Settings {
         if self.retry.backoff_factor.is_nan() || self.retry.backoff_factor < 1.0 {
             bail!("retry.backoff_factor must be at least 1.0");
         }
+        if self.queue.finished_ttl_s == 0 || self.queue.dead_worker_ttl_s == 0 {
+            bail!("queue.finished_ttl_s and queue.dead_worker_ttl_s must be at least 1");
+        }
         if self.queue.name.trim().is_empty() {
             bail!("queue.name must not be empty");
         }
@@ -493,6 +503,15 @@ impl Settings {
     /// How long the store waits for a silent worker before handing its jobs on.
     pub fn lease(&self) -> Duration {
         self.heartbeat() * self.queue.missed_heartbeats as u32
+    }
+
+    /// How long Redis keeps what finished tickets and dead workers leave behind.
+    pub fn key_lifetimes(&self) -> super::redis_keys::KeyLifetimes {
+        super::redis_keys::KeyLifetimes {
+            finished: Duration::from_secs(self.queue.finished_ttl_s),
+            dead_worker: Duration::from_secs(self.queue.dead_worker_ttl_s),
+            lease: self.lease(),
+        }
     }
 
     pub fn recover_interval(&self) -> Duration {
@@ -646,6 +665,10 @@ mod tests {
         assert_eq!(s.worker.data_dir, PathBuf::from(".harch"));
         assert_eq!(s.queue.name, "harch-jobs");
         assert_eq!(s.retry.max_attempts, 5);
+        assert_eq!(
+            (s.queue.finished_ttl_s, s.queue.dead_worker_ttl_s),
+            (604_800, 86_400)
+        );
         Settings::parse("", "empty.toml").unwrap().check().unwrap();
     }
 }

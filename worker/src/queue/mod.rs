@@ -14,5 +14,6 @@ pub mod ops;
 pub mod preflight;
 pub mod record;
 pub mod recover;
+pub mod redis_keys;
 pub mod store;
 pub mod worker;

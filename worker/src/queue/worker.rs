@@ -94,20 +94,28 @@ pub async fn run_worker(
         if let Err(e) = requeue_lost(&store, &mut backend, settings.lease()).await {
             warn!(error = %format!("{e:#}"), "cannot check the store for lost tickets");
         }
+        sweep(&mut backend, &settings).await;
         let (maintenance_stop, maintenance_rx) = watch::channel(false);
         tokio::spawn(maintain(
             settings.clone(),
             store.clone(),
             backend.clone(),
+            name.clone(),
             stop_rx.clone(),
             maintenance_rx,
         ));
         info!(worker = %name, backend = backend.name(), concurrency = opts.concurrency, "worker started");
+        let mut housekeeping = backend.clone();
         let result = match backend {
             QueueBackend::Sqlite(b) => run_apalis!(b, name, opts.concurrency, state, stop_rx),
             QueueBackend::Redis(b) => run_apalis!(b, name, opts.concurrency, state, stop_rx),
         };
         let _ = maintenance_stop.send(true);
+        // What this worker finished gets its lifetime now, not at the next worker's sweep.
+        sweep(&mut housekeeping, &settings).await;
+        if let Err(e) = housekeeping.deregister_worker(&name).await {
+            warn!(worker = %name, error = %format!("{e:#}"), "cannot deregister the worker");
+        }
         if *stop_rx.borrow() {
             info!(worker = %name, "worker stopped");
             return result.map_err(|e| anyhow::anyhow!("worker {name}: {e}"));
@@ -150,6 +158,7 @@ async fn maintain(
     settings: Arc<Settings>,
     store: JobStore,
     mut backend: QueueBackend,
+    name: String,
     mut stop: watch::Receiver<bool>,
     mut done: watch::Receiver<bool>,
 ) {
@@ -163,12 +172,30 @@ async fn maintain(
         if let Err(e) = backend.promote_due().await {
             warn!(error = %format!("{e:#}"), "cannot promote due tickets");
         }
+        if let Err(e) = backend.renew_worker(&name).await {
+            warn!(error = %format!("{e:#}"), "cannot renew the worker's keys");
+        }
         if last_recover.elapsed() >= settings.recover_interval() {
             last_recover = tokio::time::Instant::now();
             if let Err(e) = requeue_lost(&store, &mut backend, settings.lease()).await {
                 warn!(error = %format!("{e:#}"), "cannot check the store for lost tickets");
             }
+            sweep(&mut backend, &settings).await;
         }
+    }
+}
+
+/// Expires what finished tickets and dead workers left in the store (Redis; docs/queue.md).
+async fn sweep(backend: &mut QueueBackend, settings: &Settings) {
+    match backend.sweep(settings.key_lifetimes()).await {
+        Ok((0, 0)) => {}
+        Ok((tickets, workers)) => {
+            info!(
+                tickets,
+                workers, "removed expired tickets and dead workers from the store"
+            )
+        }
+        Err(e) => warn!(error = %format!("{e:#}"), "cannot expire old keys in the store"),
     }
 }
 
