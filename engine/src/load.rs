@@ -1537,3 +1537,36 @@ impl Loader<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_model_specs_with_one_name_both_say_so() {
+        let spec = include_str!("../../specs/models/llama.yaml").replacen(
+            "model: llama\n",
+            "model: twin\n",
+            1,
+        );
+        let files = BTreeMap::from([
+            ("specs/models/a.yaml".to_string(), spec.to_string()),
+            ("specs/models/b.yaml".to_string(), spec.to_string()),
+        ]);
+        let repo = Repo::from_files(files);
+        assert!(repo.model_names().is_empty());
+        for (file, other) in [("a", "b"), ("b", "a")] {
+            let errs = repo
+                .load_model(&format!("specs/models/{file}.yaml"))
+                .unwrap_err();
+            assert_eq!(errs[0].code, code::DUPLICATE, "{errs:?}");
+            assert!(
+                errs[0].message.contains(&format!(
+                    "model name `twin` clashes with specs/models/{other}.yaml"
+                )),
+                "{errs:?}"
+            );
+            assert_eq!(errs[0].location.line, 1);
+        }
+    }
+}

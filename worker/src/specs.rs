@@ -67,6 +67,9 @@ pub struct Target {
     /// Files from outside `specs/` (a spec given by path, its drafts): the key they have in
     /// the repo (`specs/models/x.yaml`) and the path the user gave, which errors must show.
     pub paths: BTreeMap<String, String>,
+    /// The library spec a spec given by path stands in for, because it has that spec's
+    /// `model:` name (a copy that kept it): left out of the repo for this check.
+    pub stands_in_for: Option<String>,
 }
 
 impl Target {
@@ -76,6 +79,7 @@ impl Target {
             repo,
             model,
             paths: BTreeMap::new(),
+            stands_in_for: None,
         }
     }
 
@@ -83,6 +87,15 @@ impl Target {
     /// outside `specs/`, the repository-relative path otherwise.
     pub fn user_path<'a>(&'a self, file: &'a str) -> &'a str {
         self.paths.get(file).map_or(file, String::as_str)
+    }
+
+    /// A note for the user when the spec stands in for a library spec of the same name.
+    pub fn note(&self) -> Option<String> {
+        let library = self.stands_in_for.as_deref()?;
+        let given = self.user_path(&self.model);
+        Some(format!(
+            "{given} has the `model:` name of the library spec {library} and stands in for it in this check (model names are unique; give a copy its own name to check both)"
+        ))
     }
 
     /// Points a location into a file from outside `specs/` at the path the user gave.
@@ -129,7 +142,7 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
         };
         if !inside {
             paths.insert(key.clone(), arg.to_string());
-            extra.push((key.clone(), text));
+            extra.push((key.clone(), text.clone()));
             if let Some(dir) = p.parent() {
                 let drafts = dir.join("drafts");
                 if drafts.is_dir() {
@@ -148,11 +161,23 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
                 }
             }
         }
-        let repo = read_repo(root, &extra)?;
+        let mut files = read_spec_files(root)?;
+        // A copy of a library spec that keeps its `model:` name stands in for it: model names
+        // are unique, and the file the user named is the one to check.
+        let stands_in_for = if inside {
+            None
+        } else {
+            library_file_named_like(&files, &key, &text)
+        };
+        if let Some(f) = &stands_in_for {
+            files.remove(f);
+        }
+        files.extend(extra);
         return Ok(Target {
-            repo,
+            repo: Repo::from_files(files),
             model: key,
             paths,
+            stands_in_for,
         });
     }
     let repo = read_repo(root, &[])?;
@@ -166,6 +191,24 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
         "`{arg}` is neither a spec file nor a model spec name (known: {})",
         repo.model_names().join(", ")
     )
+}
+
+/// The library model spec (other than `key`) whose `model:` name the spec `text` has, if any.
+fn library_file_named_like(
+    files: &BTreeMap<String, String>,
+    key: &str,
+    text: &str,
+) -> Option<String> {
+    let own = Repo::from_files(BTreeMap::from([(key.to_string(), text.to_string())]));
+    let name = own.model_names().first()?.to_string();
+    let models: BTreeMap<String, String> = files
+        .iter()
+        .filter(|(k, _)| k.starts_with("specs/models/") && k.as_str() != key)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Repo::from_files(models)
+        .model_file(&name)
+        .map(str::to_string)
 }
 
 /// Loads the target's model; errors are located at the paths the user gave.

@@ -148,6 +148,9 @@ pub fn evaluated(
     s: &Subject,
     opts: harch_engine::EvalOptions,
 ) -> anyhow::Result<(harch_engine::ModelIr, harch_engine::Analysis)> {
+    if let Some(n) = s.target.note() {
+        eprintln!("note: {n}");
+    }
     let ir = specs::load(&s.target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
     let a = harch_engine::evaluate(&ir, &s.truth.config, opts);
     if !a.errors.is_empty() {

@@ -673,22 +673,44 @@ fn a_spec_that_does_not_load_says_no_guard_ran() {
 }
 
 #[test]
-fn a_copy_keeping_the_library_model_name_is_told_it_clashes() {
+fn a_copy_keeping_the_library_model_name_stands_in_for_it_and_is_told_so() {
     let tmp = tempfile::tempdir().unwrap();
-    // Before and after the library's llama.yaml in file order: the same answer.
+    // Before and after the library's llama.yaml in file order: the same answer (it was
+    // "L005 no model spec" before it).
     for name in ["a_copy.yaml", "z_copy.yaml"] {
-        let spec = llama_copy(tmp.path(), name, None, ("n_layers:", "n_layers:"));
+        let spec = llama_copy(
+            tmp.path(),
+            name,
+            None,
+            (
+                "n_vocab: config.vocab_size",
+                "n_vocab: \"config.vocab_size - 1\"",
+            ),
+        );
         let given = spec.to_str().unwrap();
-        let (code, out, _) = run_in(tmp.path(), &["validate", given]);
+        let (code, out, _) = run_in(tmp.path(), &["validate", given, "--guards", "weight"]);
         assert_eq!(code, 1, "{out}");
         assert!(
-            out.contains("error[L014]: model name `llama` clashes with specs/models/llama.yaml")
-                && out.contains(&format!("--> {given}:1:1"))
-                && out.contains("give this spec its own `model:` name"),
+            out.contains(&format!(
+                "note: {given} has the `model:` name of the library spec specs/models/llama.yaml and stands in for it"
+            )),
             "{out}"
         );
-        assert!(!out.contains("L005"), "{out}");
-        // Renamed, the copy validates.
+        // The copy is what was checked: its error, at its path.
+        assert!(
+            !out.contains("L005") && out.contains(&format!("--> {given}:")),
+            "{out}"
+        );
+        let (_, out, _) = run_in(tmp.path(), &["validate", given, "--json"]);
+        assert_eq!(
+            json(&out)["stands_in_for"],
+            "specs/models/llama.yaml",
+            "{out}"
+        );
+        let (code, _, err) = run_in(tmp.path(), &["show", given]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("stands in for it"), "{err}");
+        // Renamed, it is checked beside the library spec, with no note.
         let renamed = llama_copy(
             tmp.path(),
             name,
@@ -697,6 +719,7 @@ fn a_copy_keeping_the_library_model_name_is_told_it_clashes() {
         );
         let (code, out, err) = run_in(tmp.path(), &["validate", renamed.to_str().unwrap()]);
         assert_eq!(code, 0, "{out}{err}");
+        assert!(!out.contains("note:"), "{out}");
     }
 }
 

@@ -63,9 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => s.truth_origin.clone(),
     });
     if args.json {
-        crate::cli::out::print_json(&report)?;
+        let mut v = serde_json::to_value(&report)?;
+        v["stands_in_for"] = serde_json::json!(s.target.stands_in_for);
+        crate::cli::out::print_json(&v)?;
     } else {
-        out!("{}", render(&report, &s.truth_origin));
+        out!(
+            "{}",
+            render(&report, &s.truth_origin, s.target.note().as_deref())
+        );
     }
     Ok(if report.valid {
         ExitCode::SUCCESS
@@ -92,13 +97,16 @@ fn capped(asked: GuardSet, cap: Option<String>) -> Result<GuardSet, String> {
 
 /// Compiler-style text: code, message, the YAML line, and a help with the correct form; then
 /// which guards ran (and which did not, when the check stopped early) and the result.
-pub fn render(r: &Report, origin: &str) -> String {
+pub fn render(r: &Report, origin: &str, note: Option<&str>) -> String {
     let root = specs::root();
     let mut out = String::new();
     for (kind, list) in [("error", &r.errors), ("warning", &r.warnings)] {
         for d in list.iter() {
             out.push_str(&diagnostic(kind, d, &root));
         }
+    }
+    if let Some(n) = note {
+        out.push_str(&format!("note: {n}\n"));
     }
     let s = &r.summary;
     let checked = r.spec.as_deref().unwrap_or("the spec");
