@@ -76,7 +76,8 @@ pub struct NodeIr {
     pub reads: Vec<String>,
     /// Explicit shape of a `parameter` or `buffer` node.
     pub shape: Option<Vec<Expr>>,
-    /// Source anchor of a `buffer` node.
+    /// Source anchor of a `buffer` node, or of a stack that runs layers past
+    /// `num_hidden_layers` without `role: mtp`.
     pub src: Option<String>,
 }
 
@@ -186,6 +187,9 @@ pub struct DimBinding {
     pub expr: Expr,
     pub raw: String,
     pub loc: Location,
+    /// The source anchor of a model dim that does not pass a configured quantity through
+    /// unchanged (`{ value: ..., src: ... }`).
+    pub src: Option<String>,
 }
 
 /// A loaded model spec with everything it references.

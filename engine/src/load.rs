@@ -44,6 +44,11 @@ pub struct Quantity {
     /// The dim that binds the quantity (`top_k`): its value is the configured one.
     #[serde(default)]
     pub dim: Option<String>,
+    /// Where no spelling is set: products of keys that state the quantity together, each
+    /// used when all its keys are set (DeepSeek's shared experts are `n_shared_experts`
+    /// experts of `moe_intermediate_size` each).
+    #[serde(default)]
+    pub products: Vec<Vec<String>>,
 }
 
 impl ConfigKeys {
@@ -59,6 +64,66 @@ impl ConfigKeys {
                 .filter(|v| !v.is_null())
                 .map(|v| (k.as_str(), v))
         })
+    }
+}
+
+/// The value config states for a quantity, and the keys that state it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stated<'c> {
+    /// The keys read, one for a spelling, several for a product.
+    pub keys: Vec<&'c str>,
+    /// Their values, in the order of `keys`.
+    pub values: Vec<&'c serde_json::Value>,
+}
+
+impl Stated<'_> {
+    /// `` `n_shared_experts` `` or `` `moe_intermediate_size` × `n_shared_experts` ``.
+    pub fn describe(&self) -> String {
+        self.keys
+            .iter()
+            .zip(&self.values)
+            .map(|(k, v)| format!("`{k}` = {v}"))
+            .collect::<Vec<_>>()
+            .join(" × ")
+    }
+
+    /// The stated value, when every key holds a non-negative integer and the product fits.
+    pub fn count(&self) -> Option<i128> {
+        self.values
+            .iter()
+            .try_fold(1i128, |acc, v| acc.checked_mul(i128::from(v.as_u64()?)))
+    }
+}
+
+impl ConfigKeys {
+    /// What config states for `quantity`: the first spelling it sets, else the first product
+    /// whose keys it all sets.
+    pub fn stated<'s>(
+        &'s self,
+        quantity: &str,
+        config: &'s serde_json::Value,
+    ) -> Option<Stated<'s>> {
+        if let Some((k, v)) = self.configured(quantity, config) {
+            return Some(Stated {
+                keys: vec![k],
+                values: vec![v],
+            });
+        }
+        self.quantities
+            .get(quantity)?
+            .products
+            .iter()
+            .find_map(|p| {
+                let values: Option<Vec<&serde_json::Value>> = p
+                    .iter()
+                    .map(|k| config.get(k).filter(|v| !v.is_null()))
+                    .collect();
+                let values = values?;
+                (!p.is_empty()).then(|| Stated {
+                    keys: p.iter().map(String::as_str).collect(),
+                    values,
+                })
+            })
     }
 }
 
@@ -973,11 +1038,12 @@ impl Loader<'_> {
                 (None, false) => None,
             };
             let is_buffer = matches!(&kind, NodeKind::Op(spec) if spec.name == "buffer");
-            if n.src.is_some() && !is_buffer {
+            let is_stack = matches!(&kind, NodeKind::Stack(_));
+            if n.src.is_some() && !is_buffer && !is_stack {
                 self.err(
                     SpecError::new(
                         code::BAD_ARG,
-                        format!("node `{id}` has `src:`, which only `buffer` nodes take"),
+                        format!("node `{id}` has `src:`, which only `buffer` and stack nodes take"),
                         loc.clone(),
                     )
                     .hint("streams and caches carry their own `src:`"),
@@ -1320,13 +1386,14 @@ impl Loader<'_> {
                     .hint(hint),
                 );
             }
-            let raw = v.value.as_expr_text();
+            let raw = v.value.value().as_expr_text();
             if let Some(e) = self.parse_expr(&raw, &loc, &format!("dim `{name}`")) {
                 dims.push(DimBinding {
                     name: name.clone(),
                     expr: e,
                     raw,
                     loc,
+                    src: v.value.src().map(str::to_string),
                 });
             }
         }
@@ -1340,6 +1407,7 @@ impl Loader<'_> {
                     expr: e,
                     raw,
                     loc,
+                    src: None,
                 });
             }
         }

@@ -91,7 +91,8 @@ pub struct NodeDef {
     /// Explicit shape of a `parameter` or `buffer` node: expressions over the component's dims.
     pub shape: Option<Vec<Scalar>>,
     /// Source anchor of a `buffer` node: a quote (in backticks) of where the forward source
-    /// registers it (`register_buffer("inv_freq"`).
+    /// registers it (`register_buffer("inv_freq"`); on a stack, the quote that says why it runs
+    /// layers past `num_hidden_layers` without `role: mtp`.
     pub src: Option<String>,
 }
 
@@ -259,7 +260,7 @@ pub struct ModelDef {
     pub sources: Vec<String>,
     #[serde(default)]
     pub drafts: Vec<String>,
-    pub dims: IndexMap<String, Spanned<Scalar>>,
+    pub dims: IndexMap<String, Spanned<DimValue>>,
     /// Text settings components read by name (e.g. `rope_type: config.rope_scaling.rope_type`).
     #[serde(default)]
     pub attrs: IndexMap<String, Spanned<Scalar>>,
@@ -274,6 +275,41 @@ pub struct ModelDef {
     /// guard otherwise reports them as bound to nothing).
     #[serde(default)]
     pub unused_config: IndexMap<String, String>,
+}
+
+/// A model dim's binding: an expression, or an expression with the source anchor that says why
+/// it does not pass a configured quantity through unchanged.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum DimValue {
+    Expr(Scalar),
+    Anchored(AnchoredDim),
+}
+
+/// `{ value: "config.num_experts_per_tok * 2", src: "`self.top_k = ...`" }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnchoredDim {
+    pub value: Scalar,
+    /// A quote (in backticks) of the forward-source line that computes the value this way; it
+    /// must occur in the source and name the config key.
+    pub src: String,
+}
+
+impl DimValue {
+    pub fn value(&self) -> &Scalar {
+        match self {
+            DimValue::Expr(s) => s,
+            DimValue::Anchored(a) => &a.value,
+        }
+    }
+
+    pub fn src(&self) -> Option<&str> {
+        match self {
+            DimValue::Expr(_) => None,
+            DimValue::Anchored(a) => Some(&a.src),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

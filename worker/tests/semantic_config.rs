@@ -145,3 +145,103 @@ fn alternating_layers_are_named_by_range_and_step() {
         "{m}"
     );
 }
+
+#[test]
+fn a_top_k_exception_with_a_real_source_anchor_is_granted() {
+    let src = "`self.top_k = config.num_experts_per_tok`";
+    let anchored =
+        format!("top_k: {{ value: \"config.num_experts_per_tok * 2\", src: \"{src}\" }}");
+    let r = validate(
+        "Qwen/Qwen3-30B-A3B",
+        Some((
+            "specs/models/qwen3_moe.yaml",
+            "top_k: config.num_experts_per_tok",
+            &anchored,
+        )),
+        |_| {},
+    );
+    assert!(r.valid, "{:#?}", r.errors);
+    // The same exception quoting a line the source does not have is refused, and so is
+    // everything it would have excused.
+    let made_up = anchored.replace(src, "`self.top_k = config.num_experts_per_tok * 2`");
+    let r = validate(
+        "Qwen/Qwen3-30B-A3B",
+        Some((
+            "specs/models/qwen3_moe.yaml",
+            "top_k: config.num_experts_per_tok",
+            &made_up,
+        )),
+        |_| {},
+    );
+    let mut got = codes(&r);
+    got.sort();
+    got.dedup();
+    assert_eq!(got, ["M001", "M002", "M003", "M008"], "{:#?}", r.errors);
+    let m = message(&r, "M008");
+    assert!(
+        m.contains("is not in the forward source (modeling_qwen3_moe.py)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_stack_past_the_trunk_with_a_real_source_anchor_is_granted() {
+    let trunk = "    in: mtp_fc\n    role: mtp\n";
+    let anchored = "    in: mtp_fc\n    src: \"`for decoder_layer in self.layers[: self.config.num_hidden_layers]:`\"\n";
+    let r = validate(
+        "Qwen/Qwen3-Next-80B-A3B",
+        Some(("specs/models/qwen3_next.yaml", trunk, anchored)),
+        |_| {},
+    );
+    assert!(r.valid, "{:#?}", r.errors);
+    // Without the anchor the same stack is MTP counted as trunk.
+    let r = validate(
+        "Qwen/Qwen3-Next-80B-A3B",
+        Some(("specs/models/qwen3_next.yaml", trunk, "    in: mtp_fc\n")),
+        |_| {},
+    );
+    assert_eq!(codes(&r), ["M007"], "{:#?}", r.errors);
+    // An anchor that names no layer count explains nothing.
+    let unrelated = "    in: mtp_fc\n    src: \"`hidden_states = decoder_layer(`\"\n";
+    let r = validate(
+        "Qwen/Qwen3-Next-80B-A3B",
+        Some(("specs/models/qwen3_next.yaml", trunk, unrelated)),
+        |_| {},
+    );
+    let mut got = codes(&r);
+    got.sort();
+    assert_eq!(got, ["M007", "M008"], "{:#?}", r.errors);
+    assert!(
+        message(&r, "M008").contains("quotes no line that reads `num_hidden_layers`"),
+        "{:#?}",
+        r.errors
+    );
+}
+
+#[test]
+fn shared_expert_width_is_read_from_either_spelling() {
+    // DeepSeek states the shared experts as a count of moe_intermediate_size-wide experts;
+    // a config that states their width directly is read under that spelling first.
+    let r = validate("deepseek-ai/DeepSeek-V2-Lite", None, |c| {
+        c.insert("shared_expert_intermediate_size".into(), 1408.into());
+    });
+    let m = message(&r, "M003");
+    assert!(
+        m.contains("dim `d_shared_ffn`") && m.contains("`shared_expert_intermediate_size` = 1408"),
+        "{m}"
+    );
+    let r = validate(
+        "deepseek-ai/DeepSeek-V2-Lite",
+        Some((
+            "specs/models/deepseek_v2.yaml",
+            "d_shared_ffn: \"config.moe_intermediate_size * config.n_shared_experts\"",
+            "d_shared_ffn: \"config.moe_intermediate_size * (config.n_shared_experts - 1)\"",
+        )),
+        |_| {},
+    );
+    let m = message(&r, "M003");
+    assert!(
+        m.contains("`moe_intermediate_size` = 1408 × `n_shared_experts` = 2"),
+        "{m}"
+    );
+}

@@ -7,8 +7,8 @@ pub(super) static OPS: &[OpSpec] = &[
         "rmsnorm",
         Preserve,
         Some(1),
-        ["dim", "weight?"],
-        "RMS normalization over the last axis with a learned scale (weight: false for none).",
+        ["dim", "weight?", "unit_offset?"],
+        "RMS normalization over the last axis with a learned scale (weight: false for none); unit_offset: true scales by (1 + weight), a zero-centred weight, as Qwen3-Next and Gemma do.",
         "[..., dim] -> same",
         "weight [dim] (vector)",
         "dim",
@@ -58,6 +58,11 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             };
             if has_weight {
                 out = out.leaf("weight", LeafKind::Vector, vec![d.clone()]);
+            }
+            // `unit_offset` changes no shape or count, but must be a condition: the semantic
+            // guard compares it with the source's norm class.
+            if op == "rmsnorm" {
+                a.flag("unit_offset")?;
             }
             if op == "layernorm" && (a.text("bias")?.is_none() || a.flag("bias")?) {
                 out = out.leaf("bias", LeafKind::Vector, vec![d]);

@@ -14,10 +14,11 @@ use harch_engine::Analysis;
 use harch_engine::analysis::NodeRow;
 use harch_engine::diag::Location;
 use harch_engine::expr::{BinOp, Expr, PathSeg};
-use harch_engine::ir::ModelIr;
+use harch_engine::ir::{ModelIr, NodeKind};
 use harch_engine::load::ConfigKeys;
 
 use crate::report::Diagnostic;
+use crate::source::{anchor_snippets, normalize};
 use crate::truth::Truth;
 
 pub mod code {
@@ -37,6 +38,9 @@ pub mod code {
     pub const MTP_COUNT: &str = "M006";
     /// The main (non-MTP) stacks hold more layers than config's `num_hidden_layers`.
     pub const MTP_ROLE: &str = "M007";
+    /// The source anchor of an exception to M003 or M007 is not in the forward source, or
+    /// names none of the quantity's config keys.
+    pub const EXCEPTION_ANCHOR: &str = "M008";
     /// The spec serves other architectures than the truth's config names (and, from
     /// `validate`, a model id that is not the truth's).
     pub const IDENTITY: &str = "M010";
@@ -54,10 +58,52 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
         // The values below would be compared with a number config does not state.
         return out;
     }
-    out.extend(dims(ir, a, config, keys));
-    out.extend(experts(a, config, keys));
-    out.extend(stacks(ir, a, config, keys));
+    let texts: Vec<(&String, String)> = crate::source::forward_sources(ir, &truth.sources)
+        .into_iter()
+        .map(|(f, t)| (f, normalize(t)))
+        .collect();
+    let anchors = Anchors { texts: &texts };
+    out.extend(dims(ir, a, config, keys, &anchors));
+    out.extend(experts(ir, a, config, keys, &anchors));
+    out.extend(stacks(ir, a, config, keys, &anchors));
     out
+}
+
+/// The forward source an exception's `src:` anchor is checked against.
+struct Anchors<'t> {
+    texts: &'t [(&'t String, String)],
+}
+
+impl Anchors<'_> {
+    /// Why `src` does not hold as the anchor of an exception about `keys`: a snippet that is
+    /// not in the forward source, or (with keys) no snippet naming any of them. `None` when it holds
+    /// (or no source is staged: the source guard reports that).
+    fn fault(&self, src: &str, keys: &[&str]) -> Option<String> {
+        if self.texts.is_empty() {
+            return None;
+        }
+        let snippets = anchor_snippets(src);
+        if let Some(s) = snippets
+            .iter()
+            .find(|s| !self.texts.iter().any(|(_, t)| t.contains(&normalize(s))))
+        {
+            let files: Vec<&str> = self.texts.iter().map(|(f, _)| f.as_str()).collect();
+            return Some(format!(
+                "`{s}` is not in the forward source ({})",
+                files.join(", ")
+            ));
+        }
+        if !keys.is_empty() && !snippets.iter().any(|s| keys.iter().any(|k| s.contains(k))) {
+            return Some(format!(
+                "it quotes no line that reads {}",
+                keys.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        None
+    }
 }
 
 fn diag(code: &'static str, message: String, loc: Location, hint: String) -> Diagnostic {
@@ -108,11 +154,16 @@ fn reads_key(a: &Analysis, key: &str) -> bool {
         .any(|r| r == &p || r.starts_with(&format!("{p}.")) || r.starts_with(&format!("{p}[")))
 }
 
-/// M005: every spelling of a quantity the spec reads holds a non-negative integer.
+/// M005: every spelling of a quantity the spec reads (and every key of its products) holds a
+/// non-negative integer.
 fn counts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
     for q in keys.quantities.values() {
-        for k in &q.keys {
+        for k in q.keys.iter().chain(q.products.iter().flatten()) {
+            if !seen.insert(k.as_str()) {
+                continue;
+            }
             let Some(v) = config.get(k).filter(|v| !v.is_null()) else {
                 continue;
             };
@@ -167,12 +218,13 @@ fn fallbacks(e: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// M003 and M004 over the model's dims.
+/// M003, M004 and M008 over the model's dims.
 fn dims(
     ir: &ModelIr,
     a: &Analysis,
     config: &serde_json::Value,
     keys: &ConfigKeys,
+    anchors: &Anchors,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for d in &ir.dims {
@@ -195,28 +247,91 @@ fn dims(
             }
         }
     }
+    // Every anchored dim: its quote is in the source and, for a dim that binds a configured
+    // quantity, reads one of the quantity's keys.
+    let named_for = |dim: &str| -> Vec<&str> {
+        keys.quantities
+            .values()
+            .filter(|q| q.dim.as_deref() == Some(dim))
+            .flat_map(|q| q.keys.iter().chain(q.products.iter().flatten()))
+            .map(String::as_str)
+            .collect()
+    };
+    let mut anchored = BTreeSet::new();
+    for d in &ir.dims {
+        let Some(src) = &d.src else { continue };
+        match anchors.fault(src, &named_for(&d.name)) {
+            None => {
+                anchored.insert(d.name.as_str());
+            }
+            Some(why) => out.push(diag(
+                code::EXCEPTION_ANCHOR,
+                format!("the source anchor of dim `{}` = `{}`: {why}", d.name, d.raw),
+                d.loc.clone(),
+                format!("quote, in backticks and verbatim, the forward-source line that computes `{}` this way; or bind it to the config key unchanged", d.name),
+            )),
+        }
+    }
     for (q, quantity) in &keys.quantities {
         let Some(dim) = &quantity.dim else { continue };
-        let (Some(got), Some((k, v))) = (a.dims.get(dim), keys.configured(q, config)) else {
+        let (Some(got), Some(stated)) = (a.dims.get(dim), keys.stated(q, config)) else {
             continue;
         };
-        let Some(want) = count_of(v) else { continue };
-        if got.v != want {
-            let (loc, raw) = ir
-                .dims
+        let Some(want) = stated.count() else { continue };
+        let binding = ir.dims.iter().find(|d| &d.name == dim);
+        let (loc, raw) = binding
+            .map(|d| (d.loc.clone(), format!(" = `{}`", d.raw)))
+            .unwrap_or_else(|| (Location::in_file(&ir.file), String::new()));
+        let read = if stated.keys.len() == 1 {
+            format!("config.{}", stated.keys[0])
+        } else {
+            stated
+                .keys
                 .iter()
-                .find(|d| &d.name == dim)
-                .map(|d| (d.loc.clone(), format!(" = `{}`", d.raw)))
-                .unwrap_or_else(|| (Location::in_file(&ir.file), String::new()));
+                .map(|k| format!("config.{k}"))
+                .collect::<Vec<_>>()
+                .join(" * ")
+        };
+        // An exception the spec states with a source anchor that holds is trusted.
+        if got.v != want && !anchored.contains(dim.as_str()) {
             out.push(diag(
                 code::ALTERED,
-                format!("dim `{dim}`{raw} is {}, but config `{k}` = {want} ({q})", got.v),
+                format!("dim `{dim}`{raw} is {}, but config states {want}: {} ({q})", got.v, stated.describe()),
                 loc,
-                format!("bind `{dim}: config.{k}` unchanged: the value config states is the one the model runs with"),
+                format!("bind `{dim}: {read}` unchanged: the value config states is the one the model runs with (or, where the forward source really computes it otherwise, `{dim}: {{ value: ..., src: \"`<the source line>`\" }}`)"),
             ));
         }
     }
     out
+}
+
+/// The experts per token the spec is held to: config's, unless the dim that binds them states
+/// an exception with an anchor that holds (then its value, which M003 and M008 answer for).
+fn experts_per_token(
+    ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+    keys: &ConfigKeys,
+    anchors: &Anchors,
+) -> Option<(String, String, i128)> {
+    let q = "experts_per_token";
+    let (key, v) = keys.configured(q, config)?;
+    let want = count_of(v)?;
+    let quantity = keys.quantities.get(q)?;
+    let anchored = quantity.dim.as_ref().and_then(|dim| {
+        let d = ir.dims.iter().find(|d| &d.name == dim)?;
+        let src = d.src.as_deref()?;
+        let named: Vec<&str> = quantity.keys.iter().map(String::as_str).collect();
+        if anchors.fault(src, &named).is_some() {
+            return None;
+        }
+        Some((
+            format!("dim `{dim}` (anchored in the source)"),
+            a.dims.get(dim)?.v,
+        ))
+    });
+    let (from, want) = anchored.unwrap_or((format!("config `{key}`"), want));
+    Some((from, key.to_string(), want))
 }
 
 /// Rows directly inside instance `parent` (`layers[moe].ffn` holds `layers[moe].ffn.gate`).
@@ -234,12 +349,15 @@ fn parent_id(id: &str) -> &str {
 
 /// M001 and M002: the experts a router selects, a combine sums and the expert instances run
 /// per token are config's experts per token.
-fn experts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<Diagnostic> {
+fn experts(
+    ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+    keys: &ConfigKeys,
+    anchors: &Anchors,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let Some((key, v)) = keys.configured("experts_per_token", config) else {
-        return out;
-    };
-    let Some(want) = count_of(v) else {
+    let Some((from, key, want)) = experts_per_token(ir, a, config, keys, anchors) else {
         return out;
     };
     let mut seen = BTreeSet::new();
@@ -264,7 +382,7 @@ fn experts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<D
                             diag(
                                 code::TOP_K,
                                 format!(
-                                    "`{}` ({}) selects top_k = {k} experts per token, but config `{key}` = {want}",
+                                    "`{}` ({}) selects top_k = {k} experts per token, but {from} = {want}",
                                     n.id, n.op
                                 ),
                                 n.loc.clone(),
@@ -284,7 +402,7 @@ fn experts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<D
                             diag(
                                 code::ACTIVE,
                                 format!(
-                                    "`{}` runs active = {k} of its {} experts per token, but config `{key}` = {want}",
+                                    "`{}` runs active = {k} of its {} experts per token, but {from} = {want}",
                                     n.id,
                                     arg("experts")
                                         .map(|e| e.to_string())
@@ -314,7 +432,7 @@ fn experts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<D
                         once(
                             diag(
                                 code::ACTIVE,
-                                format!("`{}`: {how}, but config `{key}` = {want}", n.id),
+                                format!("`{}`: {how}, but {from} = {want}", n.id),
                                 n.loc.clone(),
                                 format!(
                                     "declare `instances: {{ count: …, active: <experts per token> }}` with active bound to `config.{key}`"
@@ -331,12 +449,14 @@ fn experts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<D
     out
 }
 
-/// M006 and M007: MTP stacks hold config's MTP layers, the main stacks config's layers.
+/// M006 and M007: MTP stacks hold config's MTP layers, the main stacks config's layers (unless
+/// a main stack states why it runs past them with a `src:` anchor that holds; M008 if not).
 fn stacks(
     ir: &ModelIr,
     a: &Analysis,
     config: &serde_json::Value,
     keys: &ConfigKeys,
+    anchors: &Anchors,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let (mut main, mut mtp) = (0i128, 0i128);
@@ -364,16 +484,39 @@ fn stacks(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // A stack's `src:` must hold wherever it is; a main stack's that holds states why it runs
+    // past the configured layers as trunk.
+    let named: Vec<&str> = ["layers", "mtp_layers"]
+        .iter()
+        .filter_map(|q| keys.quantities.get(*q))
+        .flat_map(|q| q.keys.iter().map(String::as_str))
+        .collect();
+    let mut excused = false;
+    for node in &ir.graph {
+        let (NodeKind::Stack(_), Some(src)) = (&node.kind, node.src.as_deref()) else {
+            continue;
+        };
+        match anchors.fault(src, &named) {
+            None => excused |= main_stacks.contains(node.id.as_str()),
+            Some(why) => out.push(diag(
+                code::EXCEPTION_ANCHOR,
+                format!("the source anchor of stack `{}`: {why}", node.id),
+                node.loc.clone(),
+                "quote, in backticks and verbatim, the forward-source line that runs these layers as part of the trunk; or drop `src:` and give a stack past num_hidden_layers `role: mtp`".into(),
+            )),
+        }
+    }
     if let Some((key, v)) = keys.configured("layers", config)
         && let Some(want) = count_of(v)
         && main > want
+        && !excused
     {
         let last = main_stacks.iter().last().copied().unwrap_or_default();
         out.push(diag(
             code::MTP_ROLE,
             format!("the main stacks ({}) hold {main} layers, but config `{key}` = {want}: {} layers past the trunk are counted as trunk", names(&main_stacks), main - want),
             loc_of(last),
-            "give the stack that continues past num_hidden_layers (multi-token prediction) `role: mtp`, so its layers count as MTP, not as trunk".into(),
+            "give the stack that continues past num_hidden_layers (multi-token prediction) `role: mtp`, so its layers count as MTP, not as trunk (or, where the source runs them as trunk, quote the line that does as the stack's `src:`)".into(),
         ));
     }
     if let Some((key, v)) = keys.configured("mtp_layers", config)

@@ -4,7 +4,7 @@
 //!
 //! - norms: the module at a norm's checkpoint path is built by some class
 //!   (`self.input_layernorm = Qwen3RMSNorm(...)`); that class normalizes by RMS or by mean and
-//!   variance;
+//!   variance, and scales by `weight` or by `1 + weight` (Qwen3-Next's zero-centred weight);
 //! - activations: the MLP classes' `ACT2FN[config.hidden_act]` (or a literal) names the
 //!   activation; with none in the source, config's `hidden_act`/`hidden_activation` does;
 //! - rotary layout: the rotary function the attention calls (under the config condition the
@@ -29,6 +29,9 @@ pub mod code {
     pub const ACTIVATION: &str = "M021";
     /// A rotary op with another channel layout (halves vs interleaved pairs) than the source's.
     pub const ROPE_LAYOUT: &str = "M022";
+    /// An RMSNorm that scales by `weight` where the source's class scales by `1 + weight`
+    /// (a zero-centred weight), or the other way round.
+    pub const NORM_OFFSET: &str = "M023";
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,6 +55,7 @@ pub fn check(_ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     }
     let sk = Skeleton::read(&truth.sources);
     let mut out = norms(a, truth, &sk);
+    out.extend(norm_offsets(a, truth, &sk));
     out.extend(activations(a, truth, &sk));
     out.extend(rope_layout(a, truth, &sk));
     out
@@ -92,6 +96,52 @@ fn norm_kind(sk: &Skeleton, ctor: &str) -> Option<NormKind> {
     } else {
         None
     }
+}
+
+/// Whether a norm class scales by `1 + weight` (a zero-centred weight) rather than by `weight`:
+/// `(1.0 + self.weight.float())`, `(1 + weight)`, `self.weight + 1`. `None` for a class the
+/// source does not define (other than torch's own norms, which scale by `weight`).
+fn norm_offset(sk: &Skeleton, ctor: &str) -> Option<bool> {
+    if !sk.classes.contains_key(ctor) {
+        let torch = [
+            "nn.LayerNorm",
+            "nn.RMSNorm",
+            "torch.nn.LayerNorm",
+            "torch.nn.RMSNorm",
+        ];
+        return torch.contains(&ctor).then_some(false);
+    }
+    let text: String = sk
+        .class_text(ctor)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    Some(has_unit_offset(&text))
+}
+
+/// `1 + weight` in whitespace-free source text, in any of the spellings real norms use
+/// (`1+self.weight`, `1.0+weight`, `self.weight+1`), never part of a longer name or number.
+fn has_unit_offset(text: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let standalone = |pat: &str| {
+        text.match_indices(pat).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + pat.len()..].chars().next();
+            !before.is_some_and(|c| word(c) || c == '.') && !after.is_some_and(word)
+        })
+    };
+    ["1+", "1.0+", "1.+"]
+        .iter()
+        .any(|one| standalone(&format!("{one}self.weight")) || standalone(&format!("{one}weight")))
+        || ["self.weight+1", "weight+1"].iter().any(|p| standalone(p))
+}
+
+/// An op's boolean argument (`interleaved: true`, `unit_offset: norm_unit_offset`).
+fn arg_flag(n: &harch_engine::analysis::NodeRow, name: &str) -> bool {
+    n.args
+        .get(name)
+        .map(|v| v.int.map(|i| i != 0).unwrap_or(v.text == "true"))
+        .unwrap_or(false)
 }
 
 fn root_class(truth: &Truth) -> String {
@@ -153,6 +203,67 @@ fn norms(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
                 &mut out,
             );
         }
+    }
+    out
+}
+
+/// M023: an RMSNorm scales by `1 + weight` exactly when the class the source builds at its
+/// checkpoint path does.
+fn norm_offsets(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let root = root_class(truth);
+    for w in &a.weights {
+        let n = &a.nodes[w.node];
+        if n.op != "rmsnorm" || w.leaf != "weight" {
+            continue;
+        }
+        let Some((module, _)) = w.name.rsplit_once('.') else {
+            continue;
+        };
+        let ctors = sk.module_ctors(&root, module);
+        let found: Vec<(Option<bool>, &str)> =
+            ctors.iter().map(|c| (norm_offset(sk, c), *c)).collect();
+        // The classes the source defines (and torch's own) settle it, all the same way; an
+        // imported class it does not define (`FusedRMSNormGated`, the fused kernel chosen
+        // when installed) computes what the source's own class does.
+        let settled: Vec<(bool, &str)> = found
+            .iter()
+            .filter_map(|(o, c)| o.map(|o| (o, *c)))
+            .collect();
+        let distinct: BTreeSet<bool> = settled.iter().map(|(o, _)| *o).collect();
+        if distinct.len() != 1 {
+            continue;
+        }
+        let (want, class) = settled[0];
+        let got = arg_flag(n, "unit_offset");
+        if want == got {
+            continue;
+        }
+        let scale = |offset: bool| if offset { "(1 + weight)" } else { "weight" };
+        let message = format!(
+            "rmsnorm `{}` scales by `{}` but the source builds `{module}` as `{class}`, which scales by `{}`{}",
+            n.id,
+            scale(got),
+            scale(want),
+            if want {
+                " (a zero-centred weight: a stored 0 scales by 1)"
+            } else {
+                ""
+            }
+        );
+        let hint = if want {
+            format!(
+                "set `unit_offset: true` on the rmsnorm, as `{class}` computes `x * (1 + weight)` (the library's blocks and attentions switch it with the flag dim `norm_unit_offset: 1`)"
+            )
+        } else {
+            format!("drop `unit_offset` (or set it false): `{class}` computes `weight * x`")
+        };
+        once(
+            &mut seen,
+            Diagnostic::new("semantic", code::NORM_OFFSET, message, n.loc.clone()).hint(hint),
+            &mut out,
+        );
     }
     out
 }
@@ -395,12 +506,7 @@ fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
     };
     let mut seen = BTreeSet::new();
     for n in a.nodes.iter().filter(|n| n.op == "rope") {
-        let interleaved = n
-            .args
-            .get("interleaved")
-            .map(|v| v.int.map(|i| i != 0).unwrap_or(v.text == "true"))
-            .unwrap_or(false);
-        let got = if interleaved {
+        let got = if arg_flag(n, "interleaved") {
             Layout::Interleaved
         } else {
             Layout::Half
@@ -428,4 +534,31 @@ fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_unit_offset;
+
+    fn offset(src: &str) -> bool {
+        has_unit_offset(
+            &src.chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>(),
+        )
+    }
+
+    #[test]
+    fn reads_every_spelling_of_a_unit_offset() {
+        assert!(offset("output = output * (1.0 + self.weight.float())"));
+        assert!(offset("return x * (1 + weight)"));
+        assert!(offset("return (self.weight + 1) * x"));
+        assert!(offset("return x * (1. + self.weight)"));
+        assert!(!offset(
+            "hidden_states = self.weight * hidden_states.to(input_dtype)"
+        ));
+        assert!(!offset("x = 0.1 + weight_decay"));
+        assert!(!offset("y = 21 + weight"));
+        assert!(!offset("y = self.weight + 10"));
+    }
 }
