@@ -1637,4 +1637,62 @@ mod tests {
             assert_eq!(errs[0].location.line, 1);
         }
     }
+
+    #[test]
+    fn a_quantity_is_stated_by_a_spelling_or_else_by_a_product() {
+        let keys: ConfigKeys = parse_yaml(
+            "config_keys.yaml",
+            "quantities:\n  width: { keys: [shared_width], products: [[per_expert, n_shared]], dim: d }\n",
+        )
+        .unwrap();
+        let c = serde_json::json!({ "per_expert": 1408, "n_shared": 2 });
+        let s = keys.stated("width", &c).unwrap();
+        assert_eq!(s.count(), Some(2816));
+        assert_eq!(s.describe(), "`per_expert` = 1408 × `n_shared` = 2");
+        // A spelling config sets wins over the product.
+        let c = serde_json::json!({ "shared_width": 512, "per_expert": 1408, "n_shared": 2 });
+        assert_eq!(keys.stated("width", &c).unwrap().count(), Some(512));
+        // A product with a key missing (or null) states nothing; one that is no count has no
+        // value.
+        let c = serde_json::json!({ "per_expert": 1408, "n_shared": null });
+        assert!(keys.stated("width", &c).is_none());
+        let c = serde_json::json!({ "per_expert": 1408, "n_shared": true });
+        assert_eq!(keys.stated("width", &c).unwrap().count(), None);
+        // A product past i128 is no count either, never a wrapped one.
+        let c = serde_json::json!({ "per_expert": u64::MAX, "n_shared": u64::MAX });
+        assert_eq!(keys.stated("width", &c).unwrap().count(), None);
+    }
+}
+
+#[cfg(test)]
+mod dim_value_tests {
+    use super::*;
+
+    fn model(dims: &str) -> Result<ModelDef, SpecError> {
+        parse_yaml(
+            "specs/models/m.yaml",
+            &format!(
+                "model: m\nsummary: s\narchitectures: [M]\ndims:\n{dims}graph: {{}}\noutputs: []\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn a_dim_is_an_expression_or_one_with_its_source_anchor() {
+        let m = model("  top_k: config.num_experts_per_tok\n  n: 2\n").unwrap();
+        assert_eq!(m.dims["top_k"].value.src(), None);
+        assert_eq!(m.dims["n"].value.value().as_expr_text(), "2".to_string());
+        let m =
+            model("  top_k: { value: \"config.k * 2\", src: \"`self.top_k = config.k * 2`\" }\n")
+                .unwrap();
+        assert_eq!(m.dims["top_k"].value.value().as_expr_text(), "config.k * 2");
+        assert_eq!(
+            m.dims["top_k"].value.src(),
+            Some("`self.top_k = config.k * 2`")
+        );
+        // A misspelt field is a located error, not a silently dropped anchor.
+        let e = model("  top_k: { value: config.k, scr: \"`x`\" }\n").unwrap_err();
+        assert_eq!(e.location.file.as_deref(), Some("specs/models/m.yaml"));
+        assert!(e.location.line >= 5, "{e:?}");
+    }
 }
