@@ -885,13 +885,10 @@ fn every_subcommand_is_documented_and_answers_in_json() {
             "docs/cli.md: `{c}` does not say what --json gives"
         );
         let (_, help, _) = run_in(tmp.path(), &[c, "--help"]);
-        // `ablate` writes its answer as files (documented as such).
-        if c != "ablate" {
-            assert!(
-                help.contains("\n      --json"),
-                "`{c}` has no --json:\n{help}"
-            );
-        }
+        assert!(
+            help.contains("\n      --json"),
+            "`{c}` has no --json:\n{help}"
+        );
     }
     // The commands this build runs without a queue or network answer in JSON.
     let d = tmp.path();
@@ -978,7 +975,51 @@ fn every_subcommand_is_documented_and_answers_in_json() {
     );
     assert_eq!(code, 0, "{out}");
     assert_eq!(json(&out)[0]["jobs"], 3);
+    let abl = d.join("abl");
+    let abl_s = abl.to_str().unwrap();
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "ablate",
+            "--models",
+            "Qwen/Qwen3-8B",
+            "--tiers",
+            "off,all",
+            "--seeds",
+            "1",
+            "--agent",
+            "kimi",
+            "--skip-credential-check",
+            "--offline",
+            "--out",
+            abl_s,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let a = json(&out);
+    assert_eq!(a["runs_planned"], 2, "{a}");
+    assert_eq!(a["queued"].as_array().unwrap().len(), 2, "{a}");
+    let (code, out, err) = run_in(d, &["ablate", "report", abl_s, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r = json(&out);
+    assert_eq!(
+        (r["runs"].as_u64(), r["in_flight"].as_u64()),
+        (Some(2), Some(2)),
+        "{r}"
+    );
+    assert_eq!(r["tiers"].as_array().unwrap().len(), 2, "{r}");
+    assert!(abl.join("report.md").is_file());
     // Failures are JSON too.
+    let (code, out, _) = run_in(d, &["ablate", "report", "nowhere", "--json"]);
+    assert_eq!(code, 2);
+    assert!(
+        json(&out)["error"]
+            .as_str()
+            .unwrap()
+            .contains("no ablation here"),
+        "{out}"
+    );
     let (code, out, _) = run_in(d, &["logs", "01JD3XK4F5Q2W8Y6Z7A9B0C1D2", "--json"]);
     assert_eq!(code, 2);
     assert_eq!(json(&out)["kind"], "usage");

@@ -62,6 +62,11 @@ pub struct Args {
     /// finished runs written.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     pub wait_timeout: Duration,
+    /// Print what was queued (`out`, `runs_planned`, `finished`, `in_flight`, `queued` job
+    /// ids) as JSON, or with --wait the report's figures (as `ablate report --json`); errors
+    /// are JSON too.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -80,6 +85,12 @@ pub struct ReportArgs {
     /// Mark the report as a sample (for examples produced by fake agents).
     #[arg(long)]
     pub sample: bool,
+    /// Print the report's figures as JSON instead of its markdown: `out`, `report`, `runs`,
+    /// `finished`, `in_flight`, `missing`, `tiers` (tier, guards, planned, finished, passed,
+    /// pass_rate, false_self_pass, false_self_pass_rate, error_classes, mean_turns,
+    /// mean_tokens, mean_cost_usd, mean_wall_s); errors are JSON too.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -92,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             anyhow::anyhow!("{}: no ablation here (no plan.json)", r.dir.display())
         })?;
         let progress = experiment::collect(&plan, &r.dir, &store)?;
-        write_report(plan, &r.dir, r.sample, &progress)?;
+        write_report(plan, &r.dir, r.sample, &progress, r.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let settings = setup(&args.flags)?;
@@ -137,6 +148,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         before.in_flight,
         queued.len()
     );
+    if args.json && !args.wait {
+        crate::cli::out::print_json(&serde_json::json!({
+            "out": out.display().to_string(),
+            "runs_planned": plan.runs.len(),
+            "finished": before.finished,
+            "in_flight": before.in_flight,
+            "queued": queued.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if !args.wait {
         eprintln!(
             "run workers (`harch-worker run`), then: harch-worker ablate report {}",
@@ -148,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     loop {
         let p = experiment::collect(&plan, &out, &store)?;
         if p.done() {
-            write_report(plan, &out, false, &p)?;
+            write_report(plan, &out, false, &p, args.json)?;
             return Ok(ExitCode::SUCCESS);
         }
         if Instant::now() >= deadline {
@@ -157,7 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 humantime::format_duration(args.wait_timeout),
                 p.in_flight
             );
-            write_report(plan, &out, false, &p)?;
+            write_report(plan, &out, false, &p, args.json)?;
             return Ok(ExitCode::from(crate::cli::exit::RETRY));
         }
         std::thread::sleep(Duration::from_secs(2));
@@ -204,10 +225,48 @@ fn config(args: &Args, settings: &Settings) -> anyhow::Result<Config> {
     })
 }
 
-fn write_report(plan: Plan, out: &Path, sample: bool, p: &Progress) -> anyhow::Result<()> {
+fn write_report(
+    plan: Plan,
+    out: &Path,
+    sample: bool,
+    p: &Progress,
+    json: bool,
+) -> anyhow::Result<()> {
     let runs = plan.records(out)?;
     let report = Report::build(plan, runs);
     report.write(out, sample)?;
+    if json {
+        let tiers: Vec<serde_json::Value> = report
+            .tiers
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "tier": t.tier,
+                    "guards": t.guards,
+                    "planned": t.planned,
+                    "finished": t.finished,
+                    "passed": t.passed,
+                    "pass_rate": t.pass_rate(),
+                    "false_self_pass": t.false_self_pass,
+                    "false_self_pass_rate": t.false_self_pass_rate(),
+                    "error_classes": t.error_classes,
+                    "mean_turns": t.mean_turns,
+                    "mean_tokens": t.mean_tokens,
+                    "mean_cost_usd": t.mean_cost_usd,
+                    "mean_wall_s": t.mean_wall_s,
+                })
+            })
+            .collect();
+        return crate::cli::out::print_json(&serde_json::json!({
+            "out": out.display().to_string(),
+            "report": out.join("report.md").display().to_string(),
+            "runs": report.runs.len(),
+            "finished": p.finished,
+            "in_flight": p.in_flight,
+            "missing": p.missing,
+            "tiers": tiers,
+        }));
+    }
     crate::cli::out::write(format_args!("{}", report.markdown(sample)));
     eprintln!(
         "{} of {} runs finished ({} in flight, {} without a record); report in {}",
