@@ -41,6 +41,7 @@ pub fn validate(
         }),
         ..Default::default()
     };
+    let mut clock = std::time::Instant::now();
     let ir = match repo.load_model(model) {
         Ok(ir) => {
             report.spec = Some(ir.file.clone());
@@ -57,7 +58,9 @@ pub fn validate(
             return (report.finish(), None);
         }
     };
+    report.lap("load", &mut clock);
     let a = evaluate(&ir, &truth.config, EvalOptions::default());
+    report.lap("evaluate", &mut clock);
     let mut complete = true;
     for e in &a.errors {
         let guard = if e.code.starts_with('S') {
@@ -81,6 +84,7 @@ pub fn validate(
     if complete {
         let w = weight::check(&a, truth, &ir.schemes, &overrides);
         report.summary = w.summary;
+        report.lap("weight+packing", &mut clock);
         if guards.has("weight") {
             report.errors.extend(w.weight);
         }
@@ -91,23 +95,28 @@ pub fn validate(
             report
                 .errors
                 .extend(schedule::check(&ir, &a, &truth.config, &repo.config_keys));
+            report.lap("schedule", &mut clock);
         }
         if guards.has("structural") {
             report
                 .errors
                 .extend(structural::check(&ir, &a, &truth.config));
+            report.lap("structural", &mut clock);
         }
         if guards.has("axiom") {
             report.errors.extend(axiom::check(&a));
+            report.lap("axiom", &mut clock);
         }
         if guards.has("semantic") {
             report
                 .errors
                 .extend(semantic::check(&ir, &a, truth, &repo.config_keys));
+            report.lap("semantic", &mut clock);
         }
         report
             .warnings
             .extend(warnings::check(repo, &ir, &a, &truth.config));
+        report.lap("warnings", &mut clock);
     } else {
         let skipped: Vec<&str> = [
             "weight",
@@ -137,6 +146,7 @@ pub fn validate(
     }
     if guards.has("source") {
         report.errors.extend(source::check(&ir, &truth.sources));
+        report.lap("source", &mut clock);
     }
     (report.finish(), Some(a))
 }

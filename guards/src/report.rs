@@ -95,6 +95,18 @@ pub struct Report {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
     pub summary: Summary,
+    /// Wall time of each phase of the check, in order (`validate --timings`).
+    #[serde(skip)]
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Report {
+    /// Records the time since `since` as phase `name` and restarts the clock.
+    pub fn lap(&mut self, name: &'static str, since: &mut std::time::Instant) {
+        let now = std::time::Instant::now();
+        self.phases.push((name, now - *since));
+        *since = now;
+    }
 }
 
 impl Report {

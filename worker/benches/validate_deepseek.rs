@@ -2,6 +2,8 @@
 //! directory and of `validate` (load, one evaluation, every guard), and the process's peak
 //! memory; then the whole `harch-worker validate` process (release build) on the same truth
 //! directory, as a user runs it. Run: `cargo bench -p harch-worker --bench validate_deepseek`.
+//! With `HARCH_BENCH_TRUTH_DIR=DIR` the truth directory is written to (an empty or absent) DIR
+//! and kept, to profile one process on it (`perf record -g harch-worker validate ... --truth DIR`).
 
 use std::time::{Duration, Instant};
 
@@ -43,15 +45,19 @@ fn main() {
     if let Some(src) = source::resolve_native(&truth.config) {
         truth.sources = src.files;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    synth::write_sharded_truth_dir(&truth, 163, dir.path()).expect("truth dir");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = match std::env::var_os("HARCH_BENCH_TRUTH_DIR") {
+        Some(kept) => std::path::PathBuf::from(kept),
+        None => tmp.path().to_path_buf(),
+    };
+    synth::write_sharded_truth_dir(&truth, 163, &dir).expect("truth dir");
     let root = specs::root();
     let (mut read, mut check, mut total) = (vec![], vec![], vec![]);
     let mut last = None;
     let cpu0 = cpu_seconds();
     for _ in 0..RUNS {
         let t0 = Instant::now();
-        let t = truth_dir::load_truth_dir(dir.path()).expect("load truth dir");
+        let t = truth_dir::load_truth_dir(&dir).expect("load truth dir");
         let t1 = Instant::now();
         let repo = specs::read_repo(&root, &[]).expect("spec repo");
         let model = subject::architectures(&t.config)
@@ -117,7 +123,7 @@ fn main() {
     if let Some(kib) = peak_rss_kib() {
         println!("  peak RSS of the process: {:.1} MiB", kib as f64 / 1024.0);
     }
-    per_process(dir.path());
+    per_process(&dir);
 }
 
 /// `harch-worker validate deepseek-ai/DeepSeek-V3 --truth DIR`, one process per run: start-up,

@@ -50,6 +50,37 @@ fn a_library_model_is_valid_and_exits_zero() {
     );
 }
 
+/// `--timings` names every phase that ran, each guard included, on stderr only: the report on
+/// stdout stays what scripts parse.
+#[test]
+fn timings_list_each_phase_on_stderr() {
+    let (code, out, err) = validate(&["Qwen/Qwen3-8B", "--timings", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    serde_json::from_str::<serde_json::Value>(&out).expect("stdout is the JSON report alone");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("timings: "))
+        .unwrap_or_else(|| panic!("no timings line in {err}"));
+    for phase in [
+        "read truth + specs",
+        "load",
+        "evaluate",
+        "weight+packing",
+        "schedule",
+        "semantic",
+        "source",
+        "report",
+        "total",
+    ] {
+        assert!(
+            line.contains(&format!("{phase} ")),
+            "{phase} missing: {line}"
+        );
+    }
+    let (_, _, quiet) = validate(&["Qwen/Qwen3-8B"]);
+    assert!(!quiet.contains("timings"), "{quiet}");
+}
+
 #[test]
 fn an_invalid_spec_exits_one_with_located_json_errors() {
     let dir = tempfile::tempdir().unwrap();

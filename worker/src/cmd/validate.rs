@@ -27,6 +27,10 @@ pub struct Args {
     /// summary); errors of the command itself are JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Print the wall time of each phase (reading the truth and the specs, load, evaluate, each
+    /// guard, the report) on stderr.
+    #[arg(long)]
+    pub timings: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -38,7 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let guards = guards
         .and_then(|g| capped(g, std::env::var("HARCH_VALIDATE_GUARDS").ok()))
         .map_err(|e| crate::cli::usage(anyhow::anyhow!(e)))?;
+    let started = std::time::Instant::now();
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let read = started.elapsed();
     if let Some(dir) = &args.truth
         && let Some(why) = subject::identity_mismatch(&args.spec, &s.truth)?
     {
@@ -49,8 +55,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.spec
         )));
     }
+    let identity = started.elapsed() - read;
     let (mut report, _) =
         harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    report.phases.splice(
+        0..0,
+        [("read truth + specs", read), ("truth identity", identity)],
+    );
+    let mut clock = std::time::Instant::now();
     // Locations in a spec from outside `specs/` point at the path the user gave.
     for d in report.errors.iter_mut().chain(report.warnings.iter_mut()) {
         s.target.relocate(&mut d.location);
@@ -70,6 +82,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out!(
             "{}",
             render(&report, &s.truth_origin, s.target.note().as_deref())
+        );
+    }
+    if args.timings {
+        report.lap("report", &mut clock);
+        let list: Vec<String> = report
+            .phases
+            .iter()
+            .map(|(name, d)| format!("{name} {:.1} ms", d.as_secs_f64() * 1e3))
+            .collect();
+        eprintln!(
+            "timings: {}; total {:.1} ms",
+            list.join(", "),
+            started.elapsed().as_secs_f64() * 1e3
         );
     }
     Ok(if report.valid {
