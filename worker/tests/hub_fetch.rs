@@ -229,3 +229,66 @@ async fn offline_serves_the_bundled_snapshot_without_requests() {
     assert_eq!(truth.inventory.tensors.len(), 91_991);
     assert_eq!(truth.config["model_type"], "deepseek_v3");
 }
+
+/// A server that does not say which commit `main` is at: the fetcher asks the API, then reads
+/// config, index and every shard at that commit, and records it.
+#[tokio::test]
+async fn a_server_that_does_not_say_the_commit_is_asked_and_the_fetch_pins_it() {
+    let (server, hub) = MockHub::start(Duration::ZERO).await;
+    let mut repo = sharded_repo(2);
+    for file in ["config.json", "model.safetensors.index.json"] {
+        repo.commit_at_main.insert(file.into(), None);
+    }
+    hub.add_repo("org/quiet", repo);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let report = fetch_truth(&options(&server.uri(), "org/quiet", &out))
+        .await
+        .unwrap();
+    assert_eq!(report.revision.as_deref(), Some(SHA));
+    let seen = requests(&server).await;
+    for wanted in [
+        "GET /api/models/org/quiet/revision/main".to_string(),
+        format!("GET /org/quiet/resolve/{SHA}/config.json"),
+        format!("GET /org/quiet/resolve/{SHA}/model.safetensors.index.json"),
+        format!("GET /org/quiet/resolve/{SHA}/model-00001-of-00002.safetensors"),
+    ] {
+        assert!(seen.contains(&wanted), "no `{wanted}` in {seen:#?}");
+    }
+    assert!(
+        !seen.iter().any(|r| r.contains("/resolve/main/model-")),
+        "a shard was read at the branch: {seen:#?}"
+    );
+    assert_eq!(load_truth_dir(&out).unwrap().revision.as_deref(), Some(SHA));
+}
+
+/// The branch moves between the config and the index requests (their `X-Repo-Commit`s
+/// differ): the index is read again at the config's commit, so config, index and headers are
+/// one commit's files.
+#[tokio::test]
+async fn a_push_between_config_and_index_takes_the_index_of_the_configs_commit() {
+    const PUSHED: &str = "fedcba9876543210fedcba9876543210fedcba98";
+    let (server, hub) = MockHub::start(Duration::ZERO).await;
+    let mut repo = sharded_repo(2);
+    repo.commit_at_main.insert(
+        "model.safetensors.index.json".into(),
+        Some(PUSHED.to_string()),
+    );
+    hub.add_repo("org/moving", repo);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let report = fetch_truth(&options(&server.uri(), "org/moving", &out))
+        .await
+        .unwrap();
+    assert_eq!(report.revision.as_deref(), Some(SHA));
+    let seen = requests(&server).await;
+    let again = format!("GET /org/moving/resolve/{SHA}/model.safetensors.index.json");
+    assert!(seen.contains(&again), "no `{again}` in {seen:#?}");
+    assert!(
+        !seen.iter().any(|r| r.contains(PUSHED)),
+        "nothing is read at the pushed commit: {seen:#?}"
+    );
+    // config + index at main, the index again at the commit, 2 × (302 + 206).
+    assert_eq!(report.requests, 7, "{seen:#?}");
+    assert_eq!(load_truth_dir(&out).unwrap().revision.as_deref(), Some(SHA));
+}

@@ -524,7 +524,7 @@ fn stacks(
         let last = main_stacks.iter().last().copied().unwrap_or_default();
         out.push(diag(
             code::MTP_ROLE,
-            format!("the main stacks ({}) hold {main} layers, but config `{key}` = {want}: {} layers past the trunk are counted as trunk", names(&main_stacks), main - want),
+            format!("the main stacks ({}) hold {main} layers, but config `{key}` = {want}: {} past the trunk {} counted as trunk", names(&main_stacks), if main - want == 1 { "1 layer".to_string() } else { format!("{} layers", main - want) }, if main - want == 1 { "is" } else { "are" }),
             loc_of(last),
             "give the stack that continues past num_hidden_layers (multi-token prediction) `role: mtp`, so its layers count as MTP, not as trunk (or, where the source runs them as trunk, quote the line that does as the stack's `src:`)".into(),
         ));

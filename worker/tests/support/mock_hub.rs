@@ -103,6 +103,10 @@ pub struct MockRepo {
     pub gated_token: Option<String>,
     /// Answer 200 with the whole file instead of 206 (a server that ignores Range).
     pub ignore_range: bool,
+    /// The `X-Repo-Commit` a file answers with when asked at `main`, where it is not `SHA`:
+    /// another commit (the branch moved between two requests) or none (a server that does not
+    /// say). Asked at `SHA`, every file answers `SHA`.
+    pub commit_at_main: BTreeMap<String, Option<String>>,
 }
 
 #[derive(Default)]
@@ -352,18 +356,23 @@ fn resolve(state: &State, path: &str, req: &Request, method: &str) -> Answer {
         return (t.insert_header("x-repo-commit", SHA), n);
     };
     let etag = format!("\"etag-{}\"", file.replace('/', "-"));
+    let commit = match repo.commit_at_main.get(file) {
+        Some(said) if rev == "main" => said.clone(),
+        _ => Some(SHA.to_string()),
+    };
+    let with_commit = |t: ResponseTemplate| match &commit {
+        Some(c) => t.insert_header("x-repo-commit", c.as_str()),
+        None => t,
+    };
     if file.ends_with(".safetensors") {
-        let redirect = ResponseTemplate::new(302)
+        let redirect = with_commit(ResponseTemplate::new(302))
             .insert_header("location", format!("/cdn/{id}/{SHA}/{file}").as_str())
-            .insert_header("x-repo-commit", SHA)
             .insert_header("x-linked-etag", etag.as_str())
             .insert_header("x-linked-size", f.len.to_string())
             .insert_header("etag", etag.as_str());
         return (redirect, 0);
     }
-    let resp = ResponseTemplate::new(200)
-        .insert_header("x-repo-commit", SHA)
-        .insert_header("etag", etag.as_str());
+    let resp = with_commit(ResponseTemplate::new(200)).insert_header("etag", etag.as_str());
     let _ = method;
     with_body(resp, f.prefix.clone())
 }
