@@ -13,7 +13,7 @@
 //! Used by the bundled snapshots and in agent prompts: DeepSeek-V3's 91,991 tensors are a few
 //! dozen lines.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::{Dtype, TensorInfo};
@@ -94,8 +94,9 @@ pub fn compress(tensors: &[TensorInfo]) -> String {
 /// Expands compressed lines back into tensors, sorted by name. Blank lines and lines starting
 /// with `#` are ignored.
 pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
-    let mut out = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
+    // Each tensor with the line it came from; duplicates are found after one sort by name, not
+    // by hashing a copy of every name (DeepSeek-V3's 91,991 names, the bulk of the expansion).
+    let mut out: Vec<(TensorInfo, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let trimmed = raw.trim();
@@ -112,26 +113,36 @@ pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
             .ok_or_else(|| syntax(format!("unknown dtype `{dtype_text}`")))?;
         let shape = parse_shape(shape_text.trim()).map_err(syntax)?;
         let names = expand_name(name_part, line)?;
-        for name in names {
-            if !seen.insert(name.clone()) {
-                return Err(RangesError::Duplicate { line, tensor: name });
-            }
-            if seen.len() as u64 > MAX_EXPANDED {
-                return Err(RangesError::TooMany {
-                    line,
-                    max: MAX_EXPANDED,
-                });
-            }
-            out.push(TensorInfo {
+        if (out.len() + names.len()) as u64 > MAX_EXPANDED {
+            return Err(RangesError::TooMany {
+                line,
+                max: MAX_EXPANDED,
+            });
+        }
+        out.extend(names.into_iter().map(|name| {
+            let t = TensorInfo {
                 name,
                 dtype,
                 shape: shape.clone(),
                 shard: None,
-            });
-        }
+            };
+            (t, line)
+        }));
     }
-    out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    // Stable: a name's occurrences stay in line order, so the second is the one that repeats.
+    out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    let repeated = out
+        .windows(2)
+        .filter(|w| w[0].0.name == w[1].0.name)
+        .map(|w| (w[1].1, &w[1].0.name))
+        .min();
+    if let Some((line, tensor)) = repeated {
+        return Err(RangesError::Duplicate {
+            line,
+            tensor: tensor.clone(),
+        });
+    }
+    Ok(out.into_iter().map(|(t, _)| t).collect())
 }
 
 fn needs_quoting(name: &str) -> bool {
