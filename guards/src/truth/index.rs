@@ -13,51 +13,71 @@ use super::{Inventory, TensorInfo};
 
 /// The sharded checkpoint's index: which file holds which tensor.
 ///
-/// Shard names are interned: a 163-shard index names 92k tensors but only 163 files.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Names live back to back in one string and entries are kept sorted by name: a 163-shard
+/// index names 92k tensors, and checking it against the headers (sorted by name too) is then
+/// one walk in step, with no allocation or hash per name. Shard names are interned.
+#[derive(Clone, Debug)]
 pub struct Index {
-    /// Tensor name → position in `files`. A name written twice keeps its last file, as every
-    /// JSON reader of this file does.
-    weight_map: FxHashMap<String, u32>,
+    /// Every tensor name, back to back.
+    names: String,
+    /// `(start, end)` of a name in `names`, and its file's position in `files`; sorted by name,
+    /// each name once. A name written twice keeps its last file, as every JSON reader of this
+    /// file does.
+    entries: Vec<(usize, usize, u32)>,
     /// Shard file names, each once, in order of first mention.
     files: Vec<String>,
     /// `metadata.total_size`: payload bytes of all tensors.
     pub total_size: Option<u64>,
 }
 
+impl PartialEq for Index {
+    fn eq(&self, other: &Index) -> bool {
+        self.total_size == other.total_size && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Index {}
+
 impl Index {
     /// Number of tensors the index names.
     pub fn len(&self) -> usize {
-        self.weight_map.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.weight_map.is_empty()
+        self.entries.is_empty()
+    }
+
+    fn name(&self, e: &(usize, usize, u32)) -> &str {
+        &self.names[e.0..e.1]
+    }
+
+    /// `(tensor, shard file)` pairs in tensor name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries
+            .iter()
+            .map(|e| (self.name(e), self.files[e.2 as usize].as_str()))
     }
 
     /// The shard file the index puts `tensor` in.
     pub fn shard_of(&self, tensor: &str) -> Option<&str> {
-        self.weight_map
-            .get(tensor)
-            .map(|&f| self.files[f as usize].as_str())
+        let i = self
+            .entries
+            .binary_search_by(|e| self.name(e).cmp(tensor))
+            .ok()?;
+        Some(self.files[self.entries[i].2 as usize].as_str())
     }
 
     /// `(tensor, shard file)` pairs, sorted by tensor name.
     pub fn entries(&self) -> Vec<(&str, &str)> {
-        let mut v: Vec<(&str, &str)> = self
-            .weight_map
-            .iter()
-            .map(|(t, &f)| (t.as_str(), self.files[f as usize].as_str()))
-            .collect();
-        v.sort_unstable();
-        v
+        self.iter().collect()
     }
 
     /// Shard file names, sorted, each once.
     pub fn shard_files(&self) -> Vec<String> {
         let mut used = vec![false; self.files.len()];
-        for &f in self.weight_map.values() {
-            used[f as usize] = true;
+        for e in &self.entries {
+            used[e.2 as usize] = true;
         }
         let mut files: Vec<String> = self
             .files
@@ -73,8 +93,8 @@ impl Index {
     /// Number of tensors the index assigns to each shard file.
     pub fn tensors_per_shard(&self) -> BTreeMap<&str, usize> {
         let mut counts = BTreeMap::new();
-        for &f in self.weight_map.values() {
-            *counts.entry(self.files[f as usize].as_str()).or_insert(0) += 1;
+        for (_, file) in self.iter() {
+            *counts.entry(file).or_insert(0) += 1;
         }
         counts
     }
@@ -137,14 +157,17 @@ struct TypedMetadata {
 
 #[derive(Default)]
 struct WeightMap {
-    map: FxHashMap<String, u32>,
+    names: String,
+    entries: Vec<(usize, usize, u32)>,
     files: Vec<String>,
     file_ids: FxHashMap<String, u32>,
     last: u32,
+    /// Whether the names arrived in order (every index `save_pretrained` writes does).
+    sorted: bool,
 }
 
 impl WeightMap {
-    fn insert(&mut self, tensor: String, file: &str) {
+    fn insert(&mut self, tensor: &str, file: &str) {
         // Runs of tensors share a shard: try the last file before hashing the name.
         let same = self
             .files
@@ -161,7 +184,63 @@ impl WeightMap {
                 }
             };
         }
-        self.map.insert(tensor, self.last);
+        if self.entries.is_empty() {
+            self.sorted = true;
+        } else if let Some(&(a, b, _)) = self.entries.last() {
+            self.sorted &= self.names[a..b] < *tensor;
+        }
+        let start = self.names.len();
+        self.names.push_str(tensor);
+        self.entries.push((start, self.names.len(), self.last));
+    }
+
+    fn finish(mut self, total_size: Option<u64>) -> Index {
+        if !self.sorted {
+            let names = &self.names;
+            // Stable, so that of a name written twice the last mention stays last.
+            self.entries
+                .sort_by(|x, y| names[x.0..x.1].cmp(&names[y.0..y.1]));
+            let mut kept: Vec<(usize, usize, u32)> = Vec::with_capacity(self.entries.len());
+            for e in self.entries {
+                match kept.last_mut() {
+                    Some(k) if names[k.0..k.1] == names[e.0..e.1] => *k = e,
+                    _ => kept.push(e),
+                }
+            }
+            self.entries = kept;
+        }
+        Index {
+            names: self.names,
+            entries: self.entries,
+            files: self.files,
+            total_size,
+        }
+    }
+}
+
+/// A JSON string borrowed from the input when it has no escapes (serde's own `Cow<str>`
+/// always copies): the index's 92k names cost no allocation each.
+struct Text<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -175,10 +254,10 @@ impl<'de> serde::Deserialize<'de> for WeightMap {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<WeightMap, A::Error> {
                 let mut out = WeightMap::default();
-                out.map.reserve(m.size_hint().unwrap_or(0));
-                while let Some(tensor) = m.next_key::<String>()? {
-                    let file: Cow<'de, str> = m.next_value()?;
-                    out.insert(tensor, &file);
+                out.entries.reserve(m.size_hint().unwrap_or(0));
+                while let Some(Text(tensor)) = m.next_key::<Text<'de>>()? {
+                    let Text(file) = m.next_value()?;
+                    out.insert(&tensor, &file);
                 }
                 Ok(out)
             }
@@ -189,11 +268,9 @@ impl<'de> serde::Deserialize<'de> for WeightMap {
 
 pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
     if let Ok(typed) = serde_json::from_slice::<TypedIndex>(bytes) {
-        return Ok(Index {
-            weight_map: typed.weight_map.map,
-            files: typed.weight_map.files,
-            total_size: typed.metadata.and_then(|m| m.total_size),
-        });
+        return Ok(typed
+            .weight_map
+            .finish(typed.metadata.and_then(|m| m.total_size)));
     }
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| IndexError::InvalidJson {
@@ -207,7 +284,7 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
     let mut weight_map = WeightMap::default();
     for (k, v) in map {
         match v.as_str() {
-            Some(file) => weight_map.insert(k.clone(), file),
+            Some(file) => weight_map.insert(k, file),
             None => return Err(IndexError::BadEntry { tensor: k.clone() }),
         }
     }
@@ -218,11 +295,7 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
                 .ok_or_else(|| IndexError::BadTotalSize { got: v.to_string() })?,
         ),
     };
-    Ok(Index {
-        weight_map: weight_map.map,
-        files: weight_map.files,
-        total_size,
-    })
+    Ok(weight_map.finish(total_size))
 }
 
 /// Joins shard headers (file name, parsed header) into one inventory, checked against the index
@@ -255,10 +328,12 @@ pub fn assemble(
         });
     }
     if let Some(index) = index {
+        // Both sorted by name, each name once: one walk in step.
         let agree = tensors.len() == index.len()
             && tensors
                 .iter()
-                .all(|t| index.shard_of(&t.name) == t.shard.as_deref());
+                .zip(index.iter())
+                .all(|(t, (name, file))| t.name == name && t.shard.as_deref() == Some(file));
         if !agree && let Some(e) = first_disagreement(index, &tensors) {
             return Err(e);
         }
@@ -329,6 +404,32 @@ mod tests {
                 shard(r#"{"y":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}}"#),
             ),
         ]
+    }
+
+    /// Names out of order, a name written twice (the last file wins, as for every JSON
+    /// reader) and an escaped name: the index reads as the map it stands for, sorted.
+    #[test]
+    fn unsorted_repeated_and_escaped_names() {
+        let idx = index(
+            r#"{"weight_map": {"z": "b.safetensors", "a\u0041": "a.safetensors", "m": "a.safetensors", "z": "c.safetensors"}}"#,
+        );
+        assert_eq!(
+            idx.entries(),
+            [
+                ("aA", "a.safetensors"),
+                ("m", "a.safetensors"),
+                ("z", "c.safetensors")
+            ]
+        );
+        assert_eq!(idx.len(), 3);
+        assert_eq!(idx.shard_of("z"), Some("c.safetensors"));
+        assert_eq!(idx.shard_of("aA"), Some("a.safetensors"));
+        assert_eq!(idx.shard_of("b"), None);
+        assert_eq!(idx.shard_files(), ["a.safetensors", "c.safetensors"]);
+        let sorted = index(
+            r#"{"weight_map": {"aA": "a.safetensors", "m": "a.safetensors", "z": "c.safetensors"}}"#,
+        );
+        assert_eq!(idx, sorted);
     }
 
     #[test]
