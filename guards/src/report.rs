@@ -107,9 +107,7 @@ impl Report {
         self.phases.push((name, now - *since));
         *since = now;
     }
-}
 
-impl Report {
     pub fn finish(mut self) -> Report {
         self.valid = self.errors.is_empty();
         self

@@ -154,6 +154,24 @@ fn root_class(truth: &Truth) -> String {
         .to_string()
 }
 
+/// What the classes the source builds at checkpoint module `module` say by `classify` (None
+/// for a class it cannot tell), with the first such class by name: only when every class that
+/// tells says the same.
+fn settled<'s, T: Ord + Copy>(
+    sk: &Skeleton<'s>,
+    root: &str,
+    module: &str,
+    classify: impl Fn(&Skeleton<'s>, &str) -> Option<T>,
+) -> Option<(T, &'s str)> {
+    let told: BTreeSet<(T, &'s str)> = sk
+        .module_ctors(root, module)
+        .into_iter()
+        .filter_map(|c| Some((classify(sk, c)?, c)))
+        .collect();
+    let first = *told.first()?;
+    told.iter().all(|(t, _)| *t == first.0).then_some(first)
+}
+
 /// M020: each norm's checkpoint module is built by a class of the same kind.
 fn norms(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -172,16 +190,9 @@ fn norms(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
         let Some((module, _)) = w.name.rsplit_once('.') else {
             continue;
         };
-        let ctors = sk.module_ctors(&root, module);
-        let kinds: BTreeSet<(NormKind, &str)> = ctors
-            .iter()
-            .filter_map(|c| norm_kind(sk, c).map(|k| (k, *c)))
-            .collect();
-        let distinct: BTreeSet<NormKind> = kinds.iter().map(|(k, _)| *k).collect();
-        if distinct.len() != 1 {
+        let Some((want, class)) = settled(sk, &root, module, norm_kind) else {
             continue;
-        }
-        let (want, class) = kinds.iter().next().copied().expect("one kind");
+        };
         if want != got {
             once(
                 &mut seen,
@@ -221,21 +232,11 @@ fn norm_offsets(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
         let Some((module, _)) = w.name.rsplit_once('.') else {
             continue;
         };
-        let ctors = sk.module_ctors(&root, module);
-        let found: Vec<(Option<bool>, &str)> =
-            ctors.iter().map(|c| (norm_offset(sk, c), *c)).collect();
-        // The classes the source defines (and torch's own) settle it, all the same way; an
-        // imported class it does not define (`FusedRMSNormGated`, the fused kernel chosen
-        // when installed) computes what the source's own class does.
-        let settled: Vec<(bool, &str)> = found
-            .iter()
-            .filter_map(|(o, c)| o.map(|o| (o, *c)))
-            .collect();
-        let distinct: BTreeSet<bool> = settled.iter().map(|(o, _)| *o).collect();
-        if distinct.len() != 1 {
+        // An imported class the source does not define (`FusedRMSNormGated`, the fused kernel
+        // chosen when installed) tells nothing: it computes what the source's own class does.
+        let Some((want, class)) = settled(sk, &root, module, norm_offset) else {
             continue;
-        }
-        let (want, class) = settled[0];
+        };
         let got = arg_flag(n, "unit_offset");
         if want == got {
             continue;

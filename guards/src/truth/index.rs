@@ -68,11 +68,6 @@ impl Index {
         Some(self.files[self.entries[i].2 as usize].as_str())
     }
 
-    /// `(tensor, shard file)` pairs, sorted by tensor name.
-    pub fn entries(&self) -> Vec<(&str, &str)> {
-        self.iter().collect()
-    }
-
     /// Shard file names, sorted, each once.
     pub fn shard_files(&self) -> Vec<String> {
         let mut used = vec![false; self.files.len()];
@@ -162,8 +157,6 @@ struct WeightMap {
     files: Vec<String>,
     file_ids: FxHashMap<String, u32>,
     last: u32,
-    /// Whether the names arrived in order (every index `save_pretrained` writes does).
-    sorted: bool,
 }
 
 impl WeightMap {
@@ -184,19 +177,19 @@ impl WeightMap {
                 }
             };
         }
-        if self.entries.is_empty() {
-            self.sorted = true;
-        } else if let Some(&(a, b, _)) = self.entries.last() {
-            self.sorted &= self.names[a..b] < *tensor;
-        }
         let start = self.names.len();
         self.names.push_str(tensor);
         self.entries.push((start, self.names.len(), self.last));
     }
 
     fn finish(mut self, total_size: Option<u64>) -> Index {
-        if !self.sorted {
-            let names = &self.names;
+        let names = &self.names;
+        // Every index `save_pretrained` writes is in name order already.
+        let sorted = self
+            .entries
+            .windows(2)
+            .all(|w| names[w[0].0..w[0].1] < names[w[1].0..w[1].1]);
+        if !sorted {
             // Stable, so that of a name written twice the last mention stays last.
             self.entries
                 .sort_by(|x, y| names[x.0..x.1].cmp(&names[y.0..y.1]));
@@ -355,7 +348,7 @@ pub fn assemble(
 /// name once) disagree, if they do.
 fn first_disagreement(index: &Index, tensors: &[TensorInfo]) -> Option<InventoryError> {
     let shard = |t: &TensorInfo| t.shard.as_deref().unwrap_or_default().to_string();
-    for (tensor, index_shard) in index.entries() {
+    for (tensor, index_shard) in index.iter() {
         match tensors.binary_search_by(|t| t.name.as_str().cmp(tensor)) {
             Err(_) => {
                 return Some(InventoryError::MissingFromShards {
@@ -414,7 +407,7 @@ mod tests {
             r#"{"weight_map": {"z": "b.safetensors", "a\u0041": "a.safetensors", "m": "a.safetensors", "z": "c.safetensors"}}"#,
         );
         assert_eq!(
-            idx.entries(),
+            idx.iter().collect::<Vec<_>>(),
             [
                 ("aA", "a.safetensors"),
                 ("m", "a.safetensors"),

@@ -162,7 +162,7 @@ async fn fetch_online(
     let plan: Vec<(String, u64)> = match &index {
         Some(idx) => {
             let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for (tensor, file) in idx.entries() {
+            for (tensor, file) in idx.iter() {
                 names.entry(file).or_default().push(tensor);
             }
             for file in names.keys() {
