@@ -820,6 +820,14 @@ fn redis_keys_expire_and_stay_under_the_prefix() {
         ::redis::cmd("TTL").arg(key).query(conn).unwrap()
     };
     let prefix = format!("{}:", env.queue);
+    let registered = |conn: &mut ::redis::Connection| -> Vec<String> {
+        ::redis::cmd("ZRANGE")
+            .arg(format!("{prefix}workers"))
+            .arg(0)
+            .arg(-1)
+            .query(conn)
+            .unwrap()
+    };
     let ids = env.enqueue(&["org/k1", "org/k2"], "noop");
     env.drain();
     for id in &ids {
@@ -842,12 +850,7 @@ fn redis_keys_expire_and_stay_under_the_prefix() {
         !all.iter().any(|k| k.contains(":workers:metadata:")),
         "a stopped worker's metadata stayed: {all:?}"
     );
-    let workers: Vec<String> = ::redis::cmd("ZRANGE")
-        .arg(format!("{prefix}workers"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut conn)
-        .unwrap();
+    let workers = registered(&mut conn);
     assert!(
         workers.is_empty(),
         "a stopped worker stayed registered: {workers:?}"
@@ -855,6 +858,7 @@ fn redis_keys_expire_and_stay_under_the_prefix() {
 
     // A worker killed with SIGKILL: its metadata hash has a lifetime from the start.
     let mut worker = env.spawn_worker();
+    let deadline = Instant::now() + Duration::from_secs(30);
     let metadata = loop {
         if let Some(k) = keys(&mut conn)
             .into_iter()
@@ -862,6 +866,10 @@ fn redis_keys_expire_and_stay_under_the_prefix() {
         {
             break k;
         }
+        assert!(
+            Instant::now() < deadline,
+            "the worker registered no metadata in 30 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let t = ttl(&mut conn, &metadata);
@@ -899,12 +907,7 @@ fn redis_keys_expire_and_stay_under_the_prefix() {
         done.is_empty() && data == 0,
         "done {done:?}, {data} data fields"
     );
-    let workers: Vec<String> = ::redis::cmd("ZRANGE")
-        .arg(format!("{prefix}workers"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut conn)
-        .unwrap();
+    let workers = registered(&mut conn);
     assert!(
         workers.is_empty(),
         "the dead worker stayed registered: {workers:?}"
