@@ -97,6 +97,38 @@ pub fn normalize(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The forward source, normalized, that `src:` anchors are checked against.
+#[derive(Default)]
+pub struct AnchorSource<'a> {
+    texts: Vec<(&'a String, String)>,
+}
+
+impl<'a> AnchorSource<'a> {
+    pub fn new(files: &[(&'a String, &'a String)]) -> AnchorSource<'a> {
+        AnchorSource {
+            texts: files.iter().map(|(f, t)| (*f, normalize(t))).collect(),
+        }
+    }
+
+    /// No source staged (the source guard reports that).
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// Why `snippets` do not all hold: the first that is not in the forward source, with the
+    /// files searched.
+    pub fn absent(&self, snippets: &[String]) -> Option<String> {
+        let s = snippets
+            .iter()
+            .find(|s| !self.texts.iter().any(|(_, t)| t.contains(&normalize(s))))?;
+        let files: Vec<&str> = self.texts.iter().map(|(f, _)| f.as_str()).collect();
+        Some(format!(
+            "`{s}` is not in the forward source ({})",
+            files.join(", ")
+        ))
+    }
+}
+
 /// The text an anchor promises: every backtick span, or the whole string when there is none.
 pub fn anchor_snippets(src: &str) -> Vec<String> {
     let parts: Vec<&str> = src.split('`').collect();

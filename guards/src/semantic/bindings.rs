@@ -18,7 +18,7 @@ use harch_engine::ir::{ModelIr, NodeKind};
 use harch_engine::load::ConfigKeys;
 
 use crate::report::Diagnostic;
-use crate::source::{anchor_snippets, normalize};
+use crate::source::{AnchorSource, anchor_snippets};
 use crate::truth::Truth;
 
 pub mod code {
@@ -64,15 +64,14 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
             .graph
             .iter()
             .any(|n| matches!(n.kind, NodeKind::Stack(_)) && n.src.is_some());
-    let texts: Vec<(&String, String)> = if any_anchor {
-        crate::source::forward_sources(ir, &truth.sources)
-            .into_iter()
-            .map(|(f, t)| (f, normalize(t)))
-            .collect()
+    let anchors = if any_anchor {
+        Anchors(AnchorSource::new(&crate::source::forward_sources(
+            ir,
+            &truth.sources,
+        )))
     } else {
-        Vec::new()
+        Anchors(AnchorSource::default())
     };
-    let anchors = Anchors { texts: &texts };
     out.extend(dims(ir, a, config, keys, &anchors));
     out.extend(experts(ir, a, config, keys, &anchors));
     out.extend(stacks(ir, a, config, keys, &anchors));
@@ -80,28 +79,19 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
 }
 
 /// The forward source an exception's `src:` anchor is checked against.
-struct Anchors<'t> {
-    texts: &'t [(&'t String, String)],
-}
+struct Anchors<'t>(AnchorSource<'t>);
 
 impl Anchors<'_> {
     /// Why `src` does not hold as the anchor of an exception about `keys`: a snippet that is
     /// not in the forward source, or (with keys) no snippet naming any of them. `None` when it holds
     /// (or no source is staged: the source guard reports that).
     fn fault(&self, src: &str, keys: &[&str]) -> Option<String> {
-        if self.texts.is_empty() {
+        if self.0.is_empty() {
             return None;
         }
         let snippets = anchor_snippets(src);
-        if let Some(s) = snippets
-            .iter()
-            .find(|s| !self.texts.iter().any(|(_, t)| t.contains(&normalize(s))))
-        {
-            let files: Vec<&str> = self.texts.iter().map(|(f, _)| f.as_str()).collect();
-            return Some(format!(
-                "`{s}` is not in the forward source ({})",
-                files.join(", ")
-            ));
+        if let Some(why) = self.0.absent(&snippets) {
+            return Some(why);
         }
         if !keys.is_empty() && !snippets.iter().any(|s| keys.iter().any(|k| s.contains(k))) {
             return Some(format!(

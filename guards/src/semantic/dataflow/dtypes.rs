@@ -14,7 +14,7 @@ use harch_engine::{Analysis, Location};
 use super::state_source::{SourceDtype, recurrent_state_dtype};
 use super::{Findings, code, instance_of, local_id, thousands};
 use crate::report::Diagnostic;
-use crate::source::{anchor_snippets, forward_sources, normalize};
+use crate::source::{AnchorSource, anchor_snippets, forward_sources};
 use crate::truth::{Dtype, Truth};
 
 /// The dtype caches default to, and the fact that says so.
@@ -89,7 +89,7 @@ fn anchor_field(c: &CacheRow) -> &'static str {
 pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     let want = expected(truth);
     let files = forward_sources(ir, &truth.sources);
-    let texts: Vec<(&String, String)> = files.iter().map(|(f, t)| (*f, normalize(t))).collect();
+    let texts = AnchorSource::new(&files);
     let state: Option<SourceDtype> = recurrent_state_dtype(&files);
     let mut f = Findings::default();
     for c in &a.caches {
@@ -106,32 +106,20 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
             Some(_) if texts.is_empty() => true, // no source staged: the source guard says so
             Some(src) => {
                 let snippets = anchor_snippets(src);
-                let absent: Vec<&String> = snippets
-                    .iter()
-                    .filter(|s| !texts.iter().any(|(_, t)| t.contains(&normalize(s))))
-                    .collect();
+                let absent = texts.absent(&snippets);
                 let names = snippets.iter().any(|s| {
                     let s = s.to_ascii_lowercase();
                     dtype_words(&c.dtype).iter().any(|w| s.contains(w))
                 });
-                if !absent.is_empty() || !names {
-                    let why = if !absent.is_empty() {
-                        format!(
-                            "`{}` is not in the forward source ({})",
-                            absent[0],
-                            texts
-                                .iter()
-                                .map(|(f, _)| f.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    } else {
+                let holds = absent.is_none() && names;
+                if !holds {
+                    let why = absent.unwrap_or_else(|| {
                         format!(
                             "it does not name {} ({})",
                             c.dtype,
                             dtype_words(&c.dtype).join(", ")
                         )
-                    };
+                    });
                     f.push(
                         code::DTYPE_ANCHOR,
                         inst,
@@ -144,7 +132,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                         ),
                     );
                 }
-                absent.is_empty() && names
+                holds
             }
         };
         let is_state = ops::history(&a.nodes[c.node].op) == History::State;
