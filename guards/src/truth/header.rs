@@ -12,6 +12,8 @@ use smallvec::SmallVec;
 
 use super::{Dtype, TensorInfo};
 
+mod fast;
+
 /// Largest header we accept. The safetensors reference implementation caps at 100 MB too:
 /// a larger "header" is a corrupt length prefix, not a real checkpoint.
 pub const MAX_HEADER_LEN: u64 = 100_000_000;
@@ -175,6 +177,17 @@ pub fn parse_json(json: &[u8], payload_len: Option<u64>) -> Result<Header, Heade
             max: MAX_HEADER_LEN,
         });
     }
+    match fast::parse(json, payload_len) {
+        Some(header) => Ok(header),
+        None => parse_json_checked(json, payload_len),
+    }
+}
+
+/// [`parse_json`] without its fast path: every entry read as whatever kind of JSON it is, so
+/// that the error names the first problem precisely. Public for the tests that hold the two
+/// paths to one answer.
+#[doc(hidden)]
+pub fn parse_json_checked(json: &[u8], payload_len: Option<u64>) -> Result<Header, HeaderError> {
     let text = std::str::from_utf8(json).map_err(|e| HeaderError::NotUtf8 {
         offset: e.valid_up_to(),
     })?;
@@ -193,12 +206,19 @@ pub fn parse_json(json: &[u8], payload_len: Option<u64>) -> Result<Header, Heade
         .map(|(name, value)| entry(name, value))
         .collect::<Result<Vec<_>, _>>()?;
     check_layout(&mut tensors, payload_len)?;
-    tensors.sort_unstable_by(|a, b| a.info.name.cmp(&b.info.name));
+    sort_by_name(&mut tensors);
     Ok(Header {
         tensors,
         metadata: raw.metadata,
         json_len: json.len() as u64,
     })
+}
+
+/// Headers list tensors in payload order; the inventory wants them by name.
+fn sort_by_name(tensors: &mut [HeaderTensor]) {
+    if !tensors.is_sorted_by(|a, b| a.info.name <= b.info.name) {
+        tensors.sort_unstable_by(|a, b| a.info.name.cmp(&b.info.name));
+    }
 }
 
 /// serde_json appends " at line L column C"; we report those as fields.
@@ -625,6 +645,17 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         }
         _ => return Err(bad("data_offsets must be [begin, end]".into())),
     };
+    tensor(name, dtype, shape, offsets)
+}
+
+/// A tensor entry whose fields have the right kinds: its offsets must run forward and span
+/// exactly the bytes its dtype and shape need.
+fn tensor(
+    name: String,
+    dtype: Dtype,
+    shape: Vec<u64>,
+    offsets: (u64, u64),
+) -> Result<HeaderTensor, HeaderError> {
     if offsets.1 < offsets.0 {
         return Err(HeaderError::BackwardOffsets {
             tensor: name,
@@ -632,16 +663,9 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
             end: offsets.1,
         });
     }
-    let info = TensorInfo {
-        name,
-        dtype,
-        shape,
-        shard: None,
-    };
     let actual = offsets.1 - offsets.0;
     // numel can exceed u64 for hostile shapes; u128 products of u64 dims can overflow too.
-    let expected = info
-        .shape
+    let expected = shape
         .iter()
         .try_fold(dtype.size_bytes() as u128, |acc, &d| {
             acc.checked_mul(d as u128)
@@ -651,23 +675,29 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
             expected: expected.unwrap_or(u128::MAX),
             actual,
             dtype,
-            shape: info.shape,
-            tensor: info.name,
+            shape,
+            tensor: name,
         });
     }
     Ok(HeaderTensor {
-        info,
+        info: TensorInfo {
+            name,
+            dtype,
+            shape,
+            shard: None,
+        },
         data_offsets: offsets,
     })
 }
 
-/// Tensors must tile the payload: starting at 0, each beginning where the previous ended, the
-/// last ending at the payload's end (when its length is known). Zero-byte tensors may share an
-/// offset.
 fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Result<(), HeaderError> {
-    tensors.sort_unstable_by(|a, b| {
-        (a.data_offsets, &a.info.name).cmp(&(b.data_offsets, &b.info.name))
-    });
+    // Writers put tensors in payload order: sort only a header that is not.
+    fn key(t: &HeaderTensor) -> ((u64, u64), &str) {
+        (t.data_offsets, &t.info.name)
+    }
+    if !tensors.is_sorted_by(|a, b| key(a) <= key(b)) {
+        tensors.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    }
     let mut cursor = 0u64;
     let mut prev: Option<&HeaderTensor> = None;
     for t in tensors.iter() {

@@ -293,13 +293,90 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
 
 /// Joins shard headers (file name, parsed header) into one inventory, checked against the index
 /// when there is one. Every tensor records the shard that holds it.
-///
-/// The checks are hash lookups; when one fails, the error reported is the first in name order,
-/// so the same bad checkpoint always gets the same message.
 pub fn assemble(
     index: Option<&Index>,
     shards: Vec<(String, Header)>,
 ) -> Result<Inventory, InventoryError> {
+    // Each header's tensors fill its payload exactly (checked when it was parsed): the
+    // payloads' sum is the tensors' bytes, without reading 92k shapes.
+    let actual: u128 = shards.iter().map(|(_, h)| h.payload_len() as u128).sum();
+    let tensors = match index {
+        Some(index) if agrees(index, &shards) => in_index_order(index, shards),
+        _ => checked(index, shards)?,
+    };
+    let inventory = Inventory {
+        tensors,
+        total_size: index.and_then(|i| i.total_size),
+    };
+    if let Some(declared) = inventory.total_size
+        && actual != declared as u128
+    {
+        return Err(InventoryError::TotalSizeMismatch { declared, actual });
+    }
+    Ok(inventory)
+}
+
+/// Each shard's position in `shards`, by the index's file id.
+fn shard_positions(index: &Index, shards: &[(String, Header)]) -> Vec<Option<usize>> {
+    let by_name: FxHashMap<&str, usize> = shards
+        .iter()
+        .enumerate()
+        .map(|(k, (file, _))| (file.as_str(), k))
+        .collect();
+    index
+        .files
+        .iter()
+        .map(|f| by_name.get(f.as_str()).copied())
+        .collect()
+}
+
+/// Whether the index and the headers name the same tensors in the same files. Both are in name
+/// order (the index's entries, each header's tensors), so one walk in step over the index,
+/// with a cursor per shard, checks it without a sort or a hash per name.
+fn agrees(index: &Index, shards: &[(String, Header)]) -> bool {
+    let total: usize = shards.iter().map(|(_, h)| h.tensors.len()).sum();
+    if total != index.len() {
+        return false;
+    }
+    let at = shard_positions(index, shards);
+    let mut cursor = vec![0usize; shards.len()];
+    index.entries.iter().all(|e| {
+        let Some(s) = at[e.2 as usize] else {
+            return false;
+        };
+        let next = shards[s].1.tensors.get(cursor[s]);
+        cursor[s] += 1;
+        next.is_some_and(|t| t.info.name == index.name(e))
+    })
+}
+
+/// The tensors of shards that [`agrees`] with the index, moved into the index's (name) order.
+fn in_index_order(index: &Index, shards: Vec<(String, Header)>) -> Vec<TensorInfo> {
+    let at = shard_positions(index, &shards);
+    let mut sources: Vec<(Arc<str>, std::vec::IntoIter<super::header::HeaderTensor>)> = shards
+        .into_iter()
+        .map(|(file, header)| (Arc::from(file), header.tensors.into_iter()))
+        .collect();
+    let mut tensors = Vec::with_capacity(index.len());
+    for e in &index.entries {
+        let Some(s) = at[e.2 as usize] else { continue };
+        let (file, rest) = &mut sources[s];
+        if let Some(t) = rest.next() {
+            let mut info = t.info;
+            info.shard = Some(file.clone());
+            tensors.push(info);
+        }
+    }
+    tensors
+}
+
+/// Tensors of every shard in name order, checked against the index when there is one: the
+/// path that says how they disagree. When one check fails, the error reported is the first in
+/// name order, so the same bad checkpoint always gets the same message.
+fn checked(
+    index: Option<&Index>,
+    shards: Vec<(String, Header)>,
+) -> Result<Vec<TensorInfo>, InventoryError> {
     let count = shards.iter().map(|(_, h)| h.tensors.len()).sum();
     let mut tensors: Vec<TensorInfo> = Vec::with_capacity(count);
     for (file, header) in shards {
@@ -320,28 +397,12 @@ pub fn assemble(
             second: w[1].shard.as_deref().unwrap_or_default().to_string(),
         });
     }
-    if let Some(index) = index {
-        // Both sorted by name, each name once: one walk in step.
-        let agree = tensors.len() == index.len()
-            && tensors
-                .iter()
-                .zip(index.iter())
-                .all(|(t, (name, file))| t.name == name && t.shard.as_deref() == Some(file));
-        if !agree && let Some(e) = first_disagreement(index, &tensors) {
-            return Err(e);
-        }
+    if let Some(index) = index
+        && let Some(e) = first_disagreement(index, &tensors)
+    {
+        return Err(e);
     }
-    let inventory = Inventory {
-        tensors,
-        total_size: index.and_then(|i| i.total_size),
-    };
-    if let Some(declared) = inventory.total_size {
-        let actual = inventory.total_bytes();
-        if actual != declared as u128 {
-            return Err(InventoryError::TotalSizeMismatch { declared, actual });
-        }
-    }
-    Ok(inventory)
+    Ok(tensors)
 }
 
 /// The first way (in tensor name order) that the index and the headers (sorted by name, each
