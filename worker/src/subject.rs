@@ -24,33 +24,33 @@ fn looks_like_model_id(arg: &str) -> bool {
 /// Resolve `<SPEC-PATH | MODEL-NAME | MODEL-ID>` with an optional `--truth DIR`.
 pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
     let root = specs::root();
-    let (truth, origin) = match truth_dir {
-        Some(dir) => (
-            crate::truth_dir::load_truth_dir(dir)
-                .with_context(|| format!("reading truth directory {}", dir.display()))?,
-            dir.display().to_string(),
-        ),
-        None if looks_like_model_id(arg) => match snapshot::try_load_snapshot(arg)? {
-            Some(t) => (t, format!("bundled snapshot of {arg}")),
-            None => bail!(
-                "no bundled snapshot of `{arg}`; fetch it first (`harch-worker fetch {arg} --out DIR`) and pass `--truth DIR`"
-            ),
-        },
-        None => (Truth::default(), String::new()),
-    };
-    let target = if looks_like_model_id(arg) {
-        let repo = specs::read_repo(&root, &[])?;
-        let arch = architectures(&truth.config);
-        let Some(model) = arch
-            .iter()
-            .find_map(|a| repo.model_for_architecture(a))
-            .map(str::to_string)
-        else {
-            bail!("no library spec serves the architectures {arch:?} of `{arg}`");
-        };
-        Target::library(repo, model)
-    } else {
-        specs::resolve_spec(&root, arg)?
+    let by_id = looks_like_model_id(arg);
+    // The spec repository is read while the truth is: a large checkpoint's truth takes most of
+    // the time, and the two reads do not depend on each other.
+    let (truth, repo) = std::thread::scope(|scope| {
+        let repo = by_id.then(|| scope.spawn(|| specs::read_repo(&root, &[])));
+        let truth = read_truth(arg, truth_dir);
+        let repo = repo.map(|r| match r.join() {
+            Ok(repo) => repo,
+            Err(panic) => std::panic::resume_unwind(panic),
+        });
+        (truth, repo)
+    });
+    let (truth, origin) = truth?;
+    let target = match repo {
+        Some(repo) => {
+            let repo = repo?;
+            let arch = architectures(&truth.config);
+            let Some(model) = arch
+                .iter()
+                .find_map(|a| repo.model_for_architecture(a))
+                .map(str::to_string)
+            else {
+                bail!("no library spec serves the architectures {arch:?} of `{arg}`");
+            };
+            Target::library(repo, model)
+        }
+        None => specs::resolve_spec(&root, arg)?,
     };
     if truth_dir.is_none() && !looks_like_model_id(arg) {
         // A spec alone: evaluate it against the bundled snapshot of a checkpoint it serves. A
@@ -85,6 +85,25 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
         target,
         truth: with_native_source(truth),
         truth_origin: origin,
+    })
+}
+
+/// The truth `arg` is checked against, and where it came from: the truth directory, else the
+/// bundled snapshot of a model id, else nothing yet (a spec alone finds its snapshot later).
+fn read_truth(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<(Truth, String)> {
+    Ok(match truth_dir {
+        Some(dir) => (
+            crate::truth_dir::load_truth_dir(dir)
+                .with_context(|| format!("reading truth directory {}", dir.display()))?,
+            dir.display().to_string(),
+        ),
+        None if looks_like_model_id(arg) => match snapshot::try_load_snapshot(arg)? {
+            Some(t) => (t, format!("bundled snapshot of {arg}")),
+            None => bail!(
+                "no bundled snapshot of `{arg}`; fetch it first (`harch-worker fetch {arg} --out DIR`) and pass `--truth DIR`"
+            ),
+        },
+        None => (Truth::default(), String::new()),
     })
 }
 

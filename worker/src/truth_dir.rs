@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use harch_guards::truth::header::{self, Header};
@@ -116,18 +117,26 @@ fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Invent
     let size = |file: &String| sizes.get(file.as_str()).copied();
     let listed = listed_headers(&dir.join(SHARDS_DIR))?;
     // The index and the headers on disk are parsed at the same time: for a large checkpoint
-    // they are 20 MB of JSON and most of the time `validate` takes.
-    let (index, headers) = std::thread::scope(|scope| {
-        let index = scope.spawn(|| read_index(&index_path));
-        let headers = parallel_map(&listed, |file| read_header(dir, file, size(file)));
-        (index.join(), headers)
-    });
-    let index = match index {
-        Ok(index) => index?,
-        Err(panic) => std::panic::resume_unwind(panic),
+    // they are 20 MB of JSON and most of the time `validate` takes. The index, the largest
+    // file, goes first.
+    let jobs: Vec<Option<&String>> = std::iter::once(None)
+        .chain(listed.iter().map(Some))
+        .collect();
+    let mut parts = parallel_map(&jobs, |job| match job {
+        None => Part::Index(read_index(&index_path)),
+        Some(file) => Part::Header(read_header(dir, file, size(file))),
+    })
+    .into_iter();
+    let index = match parts.next() {
+        Some(Part::Index(index)) => index?,
+        _ => unreachable!("the first job reads the index"),
     };
+    let headers = parts.map(|part| match part {
+        Part::Header(h) => h,
+        Part::Index(_) => unreachable!("only the first job reads the index"),
+    });
     let mut parsed: BTreeMap<String, anyhow::Result<Option<Header>>> =
-        listed.into_iter().zip(headers).collect();
+        listed.iter().cloned().zip(headers).collect();
     let mut files: Vec<String> = match &index {
         Some(i) => i.shard_files(),
         None => vec![SINGLE_FILE.to_string()],
@@ -169,8 +178,15 @@ fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Invent
         .with_context(|| format!("{}: index and shard headers disagree", dir.display()))
 }
 
-/// `f` over `items` on every core, results in `items`' order. Parsing 163 shard headers
-/// (20 MB of JSON for DeepSeek-V3) is most of the time `validate` spends reading a truth dir.
+/// What one job of [`load_inventory`] read.
+enum Part {
+    Index(anyhow::Result<Option<Index>>),
+    Header(anyhow::Result<Option<Header>>),
+}
+
+/// `f` over `items` on every core (this thread included), results in `items`' order. Each
+/// thread takes the next item when it is done with one, so one large file does not leave a
+/// core idle while another works through its share.
 fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -179,24 +195,73 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
     if threads <= 1 {
         return items.iter().map(f).collect();
     }
-    let chunk = items.len().div_ceil(threads);
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(k) else {
+                return done;
+            };
+            done.push((k, f(item)));
+        }
+    };
+    let mut results: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
     std::thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
-            .collect();
-        workers
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mine = work();
+        for (k, r) in helpers
             .into_iter()
-            .flat_map(|w| match w.join() {
-                Ok(results) => results,
+            .flat_map(|h| match h.join() {
+                Ok(done) => done,
                 Err(panic) => std::panic::resume_unwind(panic),
             })
-            .collect()
-    })
+            .chain(mine)
+        {
+            results[k] = Some(r);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every item is taken by one thread"))
+        .collect()
+}
+
+/// A file's bytes: mapped when large, so that reading a 9 MB index costs neither a copy nor a
+/// fresh page per 4 KB of it.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(v) => v,
+        }
+    }
+}
+
+fn read_bytes(path: &Path) -> std::io::Result<Bytes> {
+    const MAP_FROM: u64 = 64 * 1024;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len < MAP_FROM {
+        let mut v = Vec::with_capacity(len as usize);
+        (&file).read_to_end(&mut v)?;
+        return Ok(Bytes::Read(v));
+    }
+    // SAFETY: the map is read-only and dropped once parsed. A file truncated while mapped
+    // would fault; truth directories are written once and renamed into place (harch never
+    // rewrites a file in one), and agents only read them.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(Bytes::Mapped(map))
 }
 
 fn read_index(path: &Path) -> anyhow::Result<Option<Index>> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_bytes(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
@@ -233,7 +298,7 @@ fn read_header(dir: &Path, file: &str, size: Option<u64>) -> anyhow::Result<Opti
     }
     let bare = dir.join(SHARDS_DIR).join(format!("{file}{HEADER_SUFFIX}"));
     if bare.exists() {
-        let json = std::fs::read(&bare)?;
+        let json = read_bytes(&bare).with_context(|| format!("reading {}", bare.display()))?;
         let payload_len = size.map(|s| s.saturating_sub(header::LEN_PREFIX + json.len() as u64));
         let h = header::parse_json(&json, payload_len)
             .with_context(|| format!("{}", bare.display()))?;
