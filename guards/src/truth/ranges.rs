@@ -94,9 +94,39 @@ pub fn compress(tensors: &[TensorInfo]) -> String {
 /// Expands compressed lines back into tensors, sorted by name. Blank lines and lines starting
 /// with `#` are ignored.
 pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
-    // Each tensor with the line it came from; duplicates are found after one sort by name, not
-    // by hashing a copy of every name (DeepSeek-V3's 91,991 names, the bulk of the expansion).
-    let mut out: Vec<(TensorInfo, usize)> = Vec::new();
+    let mut out: Vec<TensorInfo> = Vec::new();
+    for_each_line(text, |line, names, dtype, shape| {
+        if (out.len() + names.len()) as u64 > MAX_EXPANDED {
+            return Err(RangesError::TooMany {
+                line,
+                max: MAX_EXPANDED,
+            });
+        }
+        out.extend(names.into_iter().map(|name| TensorInfo {
+            name,
+            dtype,
+            shape: shape.clone(),
+            shard: None,
+        }));
+        Ok(())
+    })?;
+    // Each line's names come out in name order (`expand_name`), so this stable sort merges one
+    // run per line. Repeated names end up side by side; which line repeats one is found only
+    // then, by reading the lines again.
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = out.windows(2).find(|w| w[0].name == w[1].name) {
+        let tensor = w[0].name.clone();
+        return Err(first_repeat(text).unwrap_or(RangesError::Duplicate { line: 0, tensor }));
+    }
+    Ok(out)
+}
+
+/// Each non-blank, non-comment line's number, names, dtype and shape, in order, to `f`; the
+/// first error (the line's or `f`'s) ends the reading.
+fn for_each_line(
+    text: &str,
+    mut f: impl FnMut(usize, Vec<String>, Dtype, &Vec<u64>) -> Result<(), RangesError>,
+) -> Result<(), RangesError> {
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let trimmed = raw.trim();
@@ -113,36 +143,23 @@ pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
             .ok_or_else(|| syntax(format!("unknown dtype `{dtype_text}`")))?;
         let shape = parse_shape(shape_text.trim()).map_err(syntax)?;
         let names = expand_name(name_part, line)?;
-        if (out.len() + names.len()) as u64 > MAX_EXPANDED {
-            return Err(RangesError::TooMany {
-                line,
-                max: MAX_EXPANDED,
-            });
+        f(line, names, dtype, &shape)?;
+    }
+    Ok(())
+}
+
+/// The earliest line that names a tensor named before it (or earlier in it), with the first
+/// such name in name order.
+fn first_repeat(text: &str) -> Option<RangesError> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let scan = for_each_line(text, |line, names, _, _| {
+        let repeat = names.into_iter().filter(|n| !seen.insert(n.clone())).min();
+        match repeat {
+            Some(tensor) => Err(RangesError::Duplicate { line, tensor }),
+            None => Ok(()),
         }
-        out.extend(names.into_iter().map(|name| {
-            let t = TensorInfo {
-                name,
-                dtype,
-                shape: shape.clone(),
-                shard: None,
-            };
-            (t, line)
-        }));
-    }
-    // Stable: a name's occurrences stay in line order, so the second is the one that repeats.
-    out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-    let repeated = out
-        .windows(2)
-        .filter(|w| w[0].0.name == w[1].0.name)
-        .map(|w| (w[1].1, &w[1].0.name))
-        .min();
-    if let Some((line, tensor)) = repeated {
-        return Err(RangesError::Duplicate {
-            line,
-            tensor: tensor.clone(),
-        });
-    }
-    Ok(out.into_iter().map(|(t, _)| t).collect())
+    });
+    scan.err()
 }
 
 fn needs_quoting(name: &str) -> bool {
@@ -287,11 +304,15 @@ fn expand_name(part: NamePart<'_>, line: usize) -> Result<Vec<String>, RangesErr
                     max: MAX_EXPANDED,
                 });
             }
-            choices.push(
-                set.iter()
-                    .flat_map(|&(a, b)| (a..=b).map(|i| i.to_string()))
-                    .collect(),
-            );
+            // In text order ("1" < "10" < "2"): what follows an index is a dot or the end,
+            // both before any digit, so each line's names come out in name order and the sort
+            // in `expand` only merges one run per line.
+            let mut options: Vec<String> = set
+                .iter()
+                .flat_map(|&(a, b)| (a..=b).map(|i| i.to_string()))
+                .collect();
+            options.sort_unstable();
+            choices.push(options);
         } else if seg.contains('{') || seg.contains('}') {
             return Err(syntax(format!(
                 "index set must be a whole path segment, got `{seg}`"
@@ -300,22 +321,38 @@ fn expand_name(part: NamePart<'_>, line: usize) -> Result<Vec<String>, RangesErr
             choices.push(vec![seg.to_string()]);
         }
     }
-    let mut names = vec![String::new()];
-    for (i, options) in choices.iter().enumerate() {
-        let mut next = Vec::with_capacity(names.len() * options.len());
-        for prefix in &names {
-            for opt in options {
-                let mut s = prefix.clone();
-                if i > 0 {
-                    s.push('.');
-                }
-                s.push_str(opt);
-                next.push(s);
-            }
-        }
-        names = next;
+    if choices.iter().any(Vec::is_empty) {
+        return Ok(Vec::new());
     }
-    Ok(names)
+    // Each name written once, at its full length: the choices as an odometer, last fastest.
+    let longest: usize = choices
+        .iter()
+        .map(|o| o.iter().map(String::len).max().unwrap_or(0) + 1)
+        .sum();
+    let mut names = Vec::with_capacity(total as usize);
+    let mut at = vec![0usize; choices.len()];
+    loop {
+        let mut name = String::with_capacity(longest);
+        for (i, (options, &k)) in choices.iter().zip(&at).enumerate() {
+            if i > 0 {
+                name.push('.');
+            }
+            name.push_str(&options[k]);
+        }
+        names.push(name);
+        let mut i = choices.len();
+        loop {
+            if i == 0 {
+                return Ok(names);
+            }
+            i -= 1;
+            at[i] += 1;
+            if at[i] < choices[i].len() {
+                break;
+            }
+            at[i] = 0;
+        }
+    }
 }
 
 /// `0-2,5,7-9` → [(0,2), (5,5), (7,9)]; ranges must be ascending and disjoint.
@@ -367,6 +404,15 @@ fn parse_shape(text: &str) -> Result<Vec<u64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_expands_in_name_order() {
+        let names = expand_name(NamePart::Pattern("m.{0-12,20}.x.{1-10}.w"), 1).unwrap();
+        assert_eq!(names.len(), 14 * 10);
+        assert!(names.is_sorted(), "{names:?}");
+        assert_eq!(names[0], "m.0.x.1.w");
+        assert_eq!(names[1], "m.0.x.10.w");
+    }
 
     fn t(name: &str, dtype: Dtype, shape: &[u64]) -> TensorInfo {
         TensorInfo {
