@@ -122,19 +122,19 @@ fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Invent
     let jobs: Vec<Option<&String>> = std::iter::once(None)
         .chain(listed.iter().map(Some))
         .collect();
-    let mut parts = parallel_map(&jobs, |job| match job {
+    let parts = parallel_map(&jobs, |job| match job {
         None => Part::Index(read_index(&index_path)),
         Some(file) => Part::Header(read_header(dir, file, size(file))),
-    })
-    .into_iter();
-    let index = match parts.next() {
-        Some(Part::Index(index)) => index?,
-        _ => unreachable!("the first job reads the index"),
-    };
-    let headers = parts.map(|part| match part {
-        Part::Header(h) => h,
-        Part::Index(_) => unreachable!("only the first job reads the index"),
     });
+    let mut index = Ok(None);
+    let mut headers = Vec::with_capacity(listed.len());
+    for part in parts {
+        match part {
+            Part::Index(i) => index = i,
+            Part::Header(h) => headers.push(h),
+        }
+    }
+    let index = index?;
     let mut parsed: BTreeMap<String, anyhow::Result<Option<Header>>> =
         listed.iter().cloned().zip(headers).collect();
     let mut files: Vec<String> = match &index {
@@ -206,25 +206,20 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
             done.push((k, f(item)));
         }
     };
-    let mut results: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
-    std::thread::scope(|scope| {
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
         let mine = work();
-        for (k, r) in helpers
+        helpers
             .into_iter()
             .flat_map(|h| match h.join() {
                 Ok(done) => done,
                 Err(panic) => std::panic::resume_unwind(panic),
             })
             .chain(mine)
-        {
-            results[k] = Some(r);
-        }
+            .collect()
     });
-    results
-        .into_iter()
-        .map(|r| r.expect("every item is taken by one thread"))
-        .collect()
+    done.sort_unstable_by_key(|(k, _)| *k);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A file's bytes: mapped when large, so that reading a 9 MB index costs neither a copy nor a
