@@ -160,7 +160,7 @@ proptest! {
             .map(|(i, name)| TensorInfo {
                 name,
                 dtype: Dtype::parse(DTYPES[dt]).unwrap(),
-                shape: vec![(i % 3) as u64],
+                shape: [(i % 3) as u64].into_iter().collect(),
                 shard: None,
             })
             .collect();

@@ -44,7 +44,7 @@ fn tensor(name: &str, shape: &[u64]) -> TensorInfo {
     TensorInfo {
         name: name.into(),
         dtype: Dtype::BF16,
-        shape: shape.to_vec(),
+        shape: shape.iter().copied().collect(),
         shard: None,
     }
 }

@@ -233,7 +233,8 @@ impl<'a> Facts<'a> {
         if found.is_empty() {
             return ClaimCheck::fails(self.no_tensor(tensor));
         }
-        let differs = |t: &&TensorInfo| t.shape != shape || dtype.is_some_and(|d| d != t.dtype);
+        let differs =
+            |t: &&TensorInfo| t.shape.as_slice() != shape || dtype.is_some_and(|d| d != t.dtype);
         let wrong: Vec<TensorInfo> = found
             .iter()
             .copied()

@@ -219,7 +219,7 @@ mod tests {
             tensors: vec![TensorInfo {
                 name: "model.layers.0.self_attn.A_log".into(),
                 dtype: Dtype::F32,
-                shape: vec![1, 1, 32, 1],
+                shape: [1, 1, 32, 1].into_iter().collect(),
                 shard: None,
             }],
             total_size: None,

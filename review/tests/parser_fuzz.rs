@@ -19,7 +19,7 @@ fn facts_parts() -> (serde_json::Value, Inventory, BTreeMap<String, String>) {
             tensors.push(TensorInfo {
                 name: format!("model.layers.{i}.mlp.experts.{e}.w"),
                 dtype: Dtype::BF16,
-                shape: vec![8, 64],
+                shape: [8, 64].into_iter().collect(),
                 shard: None,
             });
         }
@@ -27,7 +27,7 @@ fn facts_parts() -> (serde_json::Value, Inventory, BTreeMap<String, String>) {
     tensors.push(TensorInfo {
         name: "X.weird.X".into(),
         dtype: Dtype::F32,
-        shape: vec![],
+        shape: Default::default(),
         shard: None,
     });
     tensors.sort_by(|a, b| a.name.cmp(&b.name));

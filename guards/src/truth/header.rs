@@ -10,7 +10,7 @@ use rustc_hash::FxHashSet;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use smallvec::SmallVec;
 
-use super::{Dtype, TensorInfo};
+use super::{Dtype, Shape, TensorInfo};
 
 mod fast;
 
@@ -629,7 +629,7 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         }
     };
     let shape = match raw.shape {
-        Ok(dims) => dims.to_vec(),
+        Ok(dims) => dims,
         Err(b) => {
             return Err(HeaderError::BadShape {
                 tensor: name,
@@ -653,7 +653,7 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
 fn tensor(
     name: String,
     dtype: Dtype,
-    shape: Vec<u64>,
+    shape: Shape,
     offsets: (u64, u64),
 ) -> Result<HeaderTensor, HeaderError> {
     if offsets.1 < offsets.0 {
@@ -675,7 +675,7 @@ fn tensor(
             expected: expected.unwrap_or(u128::MAX),
             actual,
             dtype,
-            shape,
+            shape: shape.to_vec(),
             tensor: name,
         });
     }

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{Dtype, TensorInfo};
+use super::{Dtype, Shape, TensorInfo};
 
 /// Expansion refuses to produce more tensors than this: a hostile line like
 /// `x.{0-99999999999}` must fail, not exhaust memory.
@@ -62,7 +62,7 @@ pub fn compress(tensors: &[TensorInfo]) -> String {
             }
         }
         groups
-            .entry((template, t.dtype, t.shape.clone()))
+            .entry((template, t.dtype, t.shape.to_vec()))
             .or_default()
             .push(indices);
     }
@@ -105,7 +105,7 @@ pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
         out.extend(names.into_iter().map(|name| TensorInfo {
             name,
             dtype,
-            shape: shape.clone(),
+            shape: Shape::from_slice(shape),
             shard: None,
         }));
         Ok(())
@@ -418,7 +418,7 @@ mod tests {
         TensorInfo {
             name: name.into(),
             dtype,
-            shape: shape.to_vec(),
+            shape: Shape::from_slice(shape),
             shard: None,
         }
     }

@@ -798,7 +798,7 @@ mod probe_matches_listing {
                     } else {
                         crate::truth::Dtype::BF16
                     },
-                    shape,
+                    shape: shape.into(),
                     shard: None,
                 })
                 .collect()

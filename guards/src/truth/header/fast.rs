@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::de::{Deserializer, Error, IgnoredAny, MapAccess, Visitor};
 
-use super::{Dtype, Header, HeaderTensor, check_layout, sort_by_name, tensor};
+use super::{Dtype, Header, HeaderTensor, Shape, check_layout, sort_by_name, tensor};
 
 /// The header, or `None` for the checked path to explain.
 pub(super) fn parse(json: &[u8], payload_len: Option<u64>) -> Option<Header> {
@@ -72,7 +72,7 @@ impl<'de> Visitor<'de> for Entries {
 
 struct Entry {
     dtype: Dtype,
-    shape: Vec<u64>,
+    shape: Shape,
     offsets: (u64, u64),
 }
 
@@ -101,7 +101,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
                     let d = Dtype::parse(name).ok_or_else(|| A::Error::custom("dtype"))?;
                     dtype.replace(d).is_none()
                 }
-                "shape" => shape.replace(map.next_value::<Vec<u64>>()?).is_none(),
+                "shape" => shape.replace(map.next_value::<Shape>()?).is_none(),
                 "data_offsets" => offsets.replace(map.next_value::<[u64; 2]>()?).is_none(),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
