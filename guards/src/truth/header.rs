@@ -690,6 +690,9 @@ fn tensor(
     })
 }
 
+/// Tensors must tile the payload: starting at 0, each beginning where the previous ended, the
+/// last ending at the payload's end (when its length is known). Zero-byte tensors may share an
+/// offset.
 fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Result<(), HeaderError> {
     // Writers put tensors in payload order: sort only a header that is not.
     fn key(t: &HeaderTensor) -> ((u64, u64), &str) {

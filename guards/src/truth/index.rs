@@ -300,8 +300,9 @@ pub fn assemble(
     // Each header's tensors fill its payload exactly (checked when it was parsed): the
     // payloads' sum is the tensors' bytes, without reading 92k shapes.
     let actual: u128 = shards.iter().map(|(_, h)| h.payload_len() as u128).sum();
-    let tensors = match index {
-        Some(index) if agrees(index, &shards) => in_index_order(index, shards),
+    let in_index = index.map(|index| (index, shard_positions(index, &shards)));
+    let tensors = match in_index {
+        Some((index, at)) if agrees(index, &at, &shards) => in_index_order(index, &at, shards),
         _ => checked(index, shards)?,
     };
     let inventory = Inventory {
@@ -333,12 +334,11 @@ fn shard_positions(index: &Index, shards: &[(String, Header)]) -> Vec<Option<usi
 /// Whether the index and the headers name the same tensors in the same files. Both are in name
 /// order (the index's entries, each header's tensors), so one walk in step over the index,
 /// with a cursor per shard, checks it without a sort or a hash per name.
-fn agrees(index: &Index, shards: &[(String, Header)]) -> bool {
+fn agrees(index: &Index, at: &[Option<usize>], shards: &[(String, Header)]) -> bool {
     let total: usize = shards.iter().map(|(_, h)| h.tensors.len()).sum();
     if total != index.len() {
         return false;
     }
-    let at = shard_positions(index, shards);
     let mut cursor = vec![0usize; shards.len()];
     index.entries.iter().all(|e| {
         let Some(s) = at[e.2 as usize] else {
@@ -351,8 +351,11 @@ fn agrees(index: &Index, shards: &[(String, Header)]) -> bool {
 }
 
 /// The tensors of shards that [`agrees`] with the index, moved into the index's (name) order.
-fn in_index_order(index: &Index, shards: Vec<(String, Header)>) -> Vec<TensorInfo> {
-    let at = shard_positions(index, &shards);
+fn in_index_order(
+    index: &Index,
+    at: &[Option<usize>],
+    shards: Vec<(String, Header)>,
+) -> Vec<TensorInfo> {
     let mut sources: Vec<(Arc<str>, std::vec::IntoIter<super::header::HeaderTensor>)> = shards
         .into_iter()
         .map(|(file, header)| (Arc::from(file), header.tensors.into_iter()))

@@ -528,30 +528,23 @@ fn probe_in_parts(join: &Join, owners: &[&str], tensors: &[TensorInfo], least: u
         .min(tensors.len().div_ceil(least))
         .max(1);
     let size = tensors.len().div_ceil(threads).max(1);
-    let probe_part = |k: usize, part: &[TensorInfo]| probe_part(join, owners, part, k * size);
-    let mut parts = std::thread::scope(|scope| {
+    let run = |k: usize, part: &[TensorInfo]| probe_part(join, owners, part, k * size);
+    let mut all = std::thread::scope(|scope| {
         let mut chunks = tensors.chunks(size).enumerate();
-        let first = chunks.next();
+        // This thread probes the first part; an empty checkpoint is one empty part.
+        let (k, first) = chunks.next().unwrap_or((0, &[]));
         let others: Vec<_> = chunks
-            .map(|(k, part)| scope.spawn(move || probe_part(k, part)))
+            .map(|(k, part)| scope.spawn(move || run(k, part)))
             .collect();
-        let mut parts =
-            vec![first.map_or_else(|| probe_part(0, &[]), |(k, part)| probe_part(k, part))];
+        let mut all = run(k, first);
         for other in others {
             match other.join() {
-                Ok(p) => parts.push(p),
+                Ok(part) => all.merge(part),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-        parts
-    })
-    .into_iter();
-    let mut all = parts
-        .next()
-        .unwrap_or_else(|| Probed::new(join.templates.len()));
-    for p in parts {
-        all.merge(p);
-    }
+        all
+    });
     missing(join, owners, &all.hits, tensors, &mut all.found);
     all
 }
