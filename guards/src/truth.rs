@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 pub mod header;
 pub mod index;
+pub mod packed;
 pub mod ranges;
 
 /// Storage dtype of a safetensors tensor.
@@ -102,38 +103,249 @@ impl std::fmt::Display for Dtype {
 /// tensor inventory then allocates nothing per shape.
 pub type Shape = smallvec::SmallVec<[u64; 4]>;
 
-/// One tensor of the checkpoint, as its safetensors header records it.
+/// One tensor, owned: what tests, generators and reports build an [`Inventory`] from.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TensorInfo {
     pub name: String,
     pub dtype: Dtype,
     pub shape: Shape,
-    /// Shard file that holds it, when known (snapshots drop placement). Shared: 92k tensors
-    /// live in 163 files.
+    /// Shard file that holds it, when known (snapshots drop placement).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Arc<str>>,
 }
 
 impl TensorInfo {
+    pub fn as_tensor(&self) -> Tensor<'_> {
+        Tensor {
+            name: &self.name,
+            dtype: self.dtype,
+            shape: &self.shape,
+            shard: self.shard.as_deref(),
+        }
+    }
+    pub fn numel(&self) -> u128 {
+        self.as_tensor().numel()
+    }
+    pub fn nbytes(&self) -> u128 {
+        self.as_tensor().nbytes()
+    }
+}
+
+/// One tensor of an [`Inventory`], borrowed from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tensor<'a> {
+    pub name: &'a str,
+    pub dtype: Dtype,
+    pub shape: &'a [u64],
+    /// Shard file that holds it, when known (snapshots drop placement).
+    pub shard: Option<&'a str>,
+}
+
+impl Tensor<'_> {
     pub fn numel(&self) -> u128 {
         self.shape.iter().map(|&d| d as u128).product()
     }
     pub fn nbytes(&self) -> u128 {
         self.numel() * self.dtype.size_bytes() as u128
     }
+    pub fn to_info(&self) -> TensorInfo {
+        TensorInfo {
+            name: self.name.to_string(),
+            dtype: self.dtype,
+            shape: Shape::from_slice(self.shape),
+            shard: self.shard.map(Arc::from),
+        }
+    }
 }
 
-/// Every tensor of a checkpoint, sorted by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Every tensor of a checkpoint, sorted by name, each name once.
+///
+/// Names live back to back in one string, shard files once each: DeepSeek-V3 has 92k tensors
+/// in 163 files, and an allocation per name was a third of what reading them cost.
+#[derive(Clone, Debug, Default)]
 pub struct Inventory {
-    pub tensors: Vec<TensorInfo>,
+    names: String,
+    entries: Vec<Entry>,
+    shards: Vec<Box<str>>,
     /// `metadata.total_size` of the index, when there is one.
     pub total_size: Option<u64>,
 }
 
+#[derive(Clone, Debug)]
+struct Entry {
+    /// `names[start..end]`.
+    start: usize,
+    end: usize,
+    /// Position in `shards`, or [`NO_SHARD`].
+    shard: u32,
+    dtype: Dtype,
+    shape: Shape,
+}
+
+const NO_SHARD: u32 = u32::MAX;
+
+impl PartialEq for Inventory {
+    fn eq(&self, other: &Inventory) -> bool {
+        self.total_size == other.total_size && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Inventory {}
+
 impl Inventory {
+    /// The inventory of `tensors`, put in name order (a stable sort: of a name given twice,
+    /// both stay, in the order given).
+    pub fn from_tensors(
+        tensors: impl IntoIterator<Item = TensorInfo>,
+        total_size: Option<u64>,
+    ) -> Inventory {
+        let mut inventory = Inventory {
+            total_size,
+            ..Inventory::default()
+        };
+        let mut shards = rustc_hash::FxHashMap::default();
+        for t in tensors {
+            let shard = t
+                .shard
+                .as_deref()
+                .map(|s| inventory.shard_id(&mut shards, s));
+            inventory.push(&t.name, t.dtype, t.shape, shard);
+        }
+        inventory.sort_by_name();
+        inventory
+    }
+
+    /// An inventory over `names` (taken whole): each entry names `names[start..end]`, already
+    /// in name order; `shards` are the files the entries' shard ids point at.
+    pub(crate) fn from_parts(
+        names: String,
+        shards: Vec<Box<str>>,
+        total_size: Option<u64>,
+    ) -> Inventory {
+        Inventory {
+            names,
+            entries: Vec::new(),
+            shards,
+            total_size,
+        }
+    }
+
+    /// Appends a tensor whose name is `names[start..end]` of the string given to
+    /// [`Inventory::from_parts`].
+    pub(crate) fn push_span(
+        &mut self,
+        (start, end): (usize, usize),
+        dtype: Dtype,
+        shape: Shape,
+        shard: Option<u32>,
+    ) {
+        self.entries.push(Entry {
+            start,
+            end,
+            shard: shard.unwrap_or(NO_SHARD),
+            dtype,
+            shape,
+        });
+    }
+
+    /// Appends a tensor; the caller puts the whole in name order ([`Inventory::sort_by_name`]).
+    pub(crate) fn push(&mut self, name: &str, dtype: Dtype, shape: Shape, shard: Option<u32>) {
+        let start = self.names.len();
+        self.names.push_str(name);
+        self.push_span((start, self.names.len()), dtype, shape, shard);
+    }
+
+    /// The id of shard file `file`, added when new.
+    pub(crate) fn shard_id(
+        &mut self,
+        ids: &mut rustc_hash::FxHashMap<Box<str>, u32>,
+        file: &str,
+    ) -> u32 {
+        if let Some(&id) = ids.get(file) {
+            return id;
+        }
+        let id = self.shards.len() as u32;
+        self.shards.push(file.into());
+        ids.insert(file.into(), id);
+        id
+    }
+
+    pub(crate) fn reserve(&mut self, tensors: usize) {
+        self.entries.reserve(tensors);
+    }
+
+    /// Stable: entries of one name keep their order.
+    pub(crate) fn sort_by_name(&mut self) {
+        let names = &self.names;
+        let name = |e: &Entry| &names[e.start..e.end];
+        if !self.entries.is_sorted_by(|a, b| name(a) <= name(b)) {
+            self.entries.sort_by(|a, b| name(a).cmp(name(b)));
+        }
+    }
+
+    /// The first name that occurs twice (in an inventory sorted by name).
+    pub(crate) fn repeated_name(&self) -> Option<&str> {
+        let name = |e: &Entry| &self.names[e.start..e.end];
+        self.entries
+            .windows(2)
+            .find(|w| name(&w[0]) == name(&w[1]))
+            .map(|w| name(&w[0]))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn view<'a>(&'a self, e: &'a Entry) -> Tensor<'a> {
+        Tensor {
+            name: &self.names[e.start..e.end],
+            dtype: e.dtype,
+            shape: &e.shape,
+            shard: self.shards.get(e.shard as usize).map(|s| &**s),
+        }
+    }
+
+    /// The tensor at position `i` in name order.
+    pub fn get(&self, i: usize) -> Option<Tensor<'_>> {
+        self.entries.get(i).map(|e| self.view(e))
+    }
+
+    /// Tensors in name order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Tensor<'_>> + DoubleEndedIterator + Clone {
+        self.entries.iter().map(|e| self.view(e))
+    }
+
+    /// Tensors at positions `range`, in name order.
+    pub fn range(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl ExactSizeIterator<Item = Tensor<'_>> + Clone {
+        self.entries[range].iter().map(|e| self.view(e))
+    }
+
+    /// Positions of the tensors whose names start with `prefix` (the empty prefix: all).
+    pub fn with_prefix(&self, prefix: &str) -> std::ops::Range<usize> {
+        let name = |e: &Entry| &self.names[e.start..e.end];
+        let lo = self.entries.partition_point(|e| name(e) < prefix);
+        let hi = lo + self.entries[lo..].partition_point(|e| name(e).starts_with(prefix));
+        lo..hi
+    }
+
+    /// The tensor named `name`.
+    pub fn find(&self, name: &str) -> Option<Tensor<'_>> {
+        let i = self
+            .entries
+            .binary_search_by(|e| self.names[e.start..e.end].cmp(name))
+            .ok()?;
+        self.get(i)
+    }
+
     pub fn total_bytes(&self) -> u128 {
-        self.tensors.iter().map(TensorInfo::nbytes).sum()
+        self.iter().map(|t| t.nbytes()).sum()
     }
 }
 

@@ -13,7 +13,7 @@ use harch_engine::diag::{Location, closest};
 use harch_engine::schema::QuantSchemeDef;
 
 use crate::report::{Diagnostic, Summary};
-use crate::truth::{TensorInfo, Truth};
+use crate::truth::{Inventory, Truth};
 
 mod join;
 use join::{Findings, Join, Probed, Tuple, probe};
@@ -49,7 +49,7 @@ fn row_tensors(row: &WeightRow) -> u128 {
 /// one by one would only list missing ones; say how many, and which rows multiply.
 fn too_many(a: &Analysis, truth: &Truth) -> Option<Outcome> {
     let rows = &a.weights;
-    let tensors = &truth.inventory.tensors;
+    let tensors = &truth.inventory;
     let spec: u128 = rows.iter().map(row_tensors).fold(0, u128::saturating_add);
     if spec <= tensors.len() as u128 + SPEC_SURPLUS {
         return None;
@@ -193,7 +193,7 @@ pub fn check(
         return out;
     }
     let rows: &[WeightRow] = &a.weights;
-    let tensors: &[TensorInfo] = &truth.inventory.tensors;
+    let tensors: &Inventory = &truth.inventory;
     let packed: Vec<bool> = rows
         .iter()
         .map(|row| schemes.get(&row.format).is_some_and(is_packed))
@@ -235,7 +235,7 @@ pub fn check(
         };
         let d = match key.code {
             code::UNCLAIMED => {
-                let dtype_shape = unclaimed.get(&(key.pattern.clone(), ex.clone())).map(|&k| format!(" {} {}", tensors[k].dtype, shape_str(&tensors[k].shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
+                let dtype_shape = unclaimed.get(&(key.pattern.clone(), ex.clone())).and_then(|&k| tensors.get(k)).map(|t| format!(" {} {}", t.dtype, shape_str(&t.shape.iter().map(|d| *d as i128).collect::<Vec<_>>()))).unwrap_or_default();
                 let mut d = Diagnostic::new("weight", key.code, format!("{at}checkpoint tensor `{name}`{dtype_shape} is claimed by no spec leaf{count}{example}"), loc);
                 let last = key.pattern.rsplit('.').next().unwrap_or("");
                 d.hint = Some(if buffers.contains(last) || last == "inv_freq" {

@@ -84,7 +84,7 @@ fn case(name: &str) -> Case {
 }
 
 fn inventory(list: &str) -> Inventory {
-    let mut tensors: Vec<TensorInfo> = list
+    let tensors: Vec<TensorInfo> = list
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -105,11 +105,7 @@ fn inventory(list: &str) -> Inventory {
             }
         })
         .collect();
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
-    Inventory {
-        tensors,
-        total_size: None,
-    }
+    Inventory::from_tensors(tensors, None)
 }
 
 /// The case's truth, and the repository: the library plus the case's spec files, patched.
@@ -168,15 +164,14 @@ fn every_case_validates_and_counts_what_the_checkpoint_holds() {
         assert_eq!(a.weight_bytes().v, inv.total_bytes() as i128, "{name}");
         assert_eq!(
             a.weight_tensors().v,
-            inv.tensors.len() as i128,
+            inv.len() as i128,
             "{name}: every tensor, buffers too, is claimed"
         );
         // Buffers are stored but are not parameters: the parameters are the other tensors.
         let params: u128 = inv
-            .tensors
             .iter()
             .filter(|t| !t.name.ends_with("inv_freq"))
-            .map(TensorInfo::numel)
+            .map(|t| t.numel())
             .sum();
         assert_eq!(a.params_total().v, params as i128, "{name}");
         assert_eq!(

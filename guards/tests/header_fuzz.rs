@@ -5,7 +5,7 @@
 use harch_guards::truth::header::{parse_file_prefix, parse_json, parse_json_checked};
 use harch_guards::truth::index::parse_index;
 use harch_guards::truth::ranges::{compress, expand};
-use harch_guards::truth::{Dtype, TensorInfo};
+use harch_guards::truth::{Dtype, Inventory, TensorInfo};
 use proptest::prelude::*;
 
 const DTYPES: [&str; 6] = ["F32", "BF16", "F8_E4M3", "U8", "I64", "F99"];
@@ -127,7 +127,7 @@ proptest! {
         // The prefix only frames the JSON: both entry points must agree.
         prop_assert_eq!(a.is_ok(), b.is_ok());
         if let Ok(h) = b {
-            let total: u64 = h.tensors.iter().map(|t| t.data_offsets.1 - t.data_offsets.0).sum();
+            let total: u64 = h.tensors().map(|t| t.data_offsets.1 - t.data_offsets.0).sum();
             prop_assert_eq!(total, h.payload_len());
         }
     }
@@ -164,7 +164,7 @@ proptest! {
                 shard: None,
             })
             .collect();
-        let text = compress(&tensors);
-        prop_assert_eq!(expand(&text).unwrap(), tensors);
+        let text = compress(tensors.iter().map(TensorInfo::as_tensor));
+        prop_assert_eq!(expand(&text).unwrap(), Inventory::from_tensors(tensors, None));
     }
 }

@@ -132,7 +132,7 @@ fn component_text<'a>(repo: &'a Repo, name: &str) -> Option<&'a str> {
 /// say nothing about the architecture and are left out).
 fn tensor_vocabulary(truth: &Truth) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for t in &truth.inventory.tensors {
+    for t in truth.inventory.iter() {
         for part in t.name.split('.') {
             if part.is_empty()
                 || part.chars().all(|c| c.is_ascii_digit())

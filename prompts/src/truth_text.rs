@@ -61,8 +61,8 @@ pub fn truth_text(truth: &Truth, source_budget: usize) -> TruthText {
         config,
         sources,
         sources_not_inlined: left,
-        tensors: ranges::compress(&truth.inventory.tensors),
-        tensor_count: truth.inventory.tensors.len(),
+        tensors: ranges::compress(truth.inventory.iter()),
+        tensor_count: truth.inventory.len(),
         total_bytes: truth.inventory.total_bytes().to_string(),
     }
 }

@@ -73,7 +73,6 @@ fn qwen3_like() -> Truth {
             tensors.push(tensor(&format!("model.layers.{i}.{n}"), &s));
         }
     }
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
     Truth {
         config: serde_json::json!({
             "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
@@ -82,10 +81,7 @@ fn qwen3_like() -> Truth {
             "vocab_size": 1000, "tie_word_embeddings": false, "rope_scaling": null,
             "attention_bias": false, "rms_norm_eps": 1e-6
         }),
-        inventory: Inventory {
-            tensors,
-            total_size: None,
-        },
+        inventory: Inventory::from_tensors(tensors, None),
         sources: BTreeMap::from([
             ("modeling_qwen3.py".to_string(), "class Qwen3Attention:\n    def forward(self):\n        hidden_states = decoder_layer(hidden_states)\n".to_string()),
             ("configuration_qwen3.py".to_string(), "class Qwen3Config: pass\n".to_string()),

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use harch_guards::truth::{Inventory, TensorInfo, Truth, ranges};
+use harch_guards::truth::{Inventory, Tensor, Truth, ranges};
 use serde_json::Value;
 
 use crate::claim::{ANY_INDEX, Claim, ConfigKey, KeyPart, clip, show_shape};
@@ -18,7 +18,7 @@ pub const SOURCE_DIRS: [&str; 2] = ["truth/source/", "source/"];
 pub struct Facts<'a> {
     config: &'a Value,
     /// Sorted by name, so prefixes are ranges.
-    tensors: Vec<&'a TensorInfo>,
+    tensors: &'a Inventory,
     sources: BTreeMap<&'a str, Source>,
 }
 
@@ -60,11 +60,9 @@ impl<'a> Facts<'a> {
         inventory: &'a Inventory,
         sources: &'a BTreeMap<String, String>,
     ) -> Facts<'a> {
-        let mut tensors: Vec<&TensorInfo> = inventory.tensors.iter().collect();
-        tensors.sort_by(|a, b| a.name.cmp(&b.name));
         Facts {
             config,
-            tensors,
+            tensors: inventory,
             sources: sources
                 .iter()
                 .map(|(k, v)| (k.as_str(), Source::new(v)))
@@ -186,12 +184,9 @@ impl<'a> Facts<'a> {
 
     /// Tensors whose name matches `pattern` (`X` segments match any index), or the one tensor
     /// with exactly that name.
-    fn matching(&self, pattern: &str) -> Vec<&'a TensorInfo> {
-        if let Ok(i) = self
-            .tensors
-            .binary_search_by(|t| t.name.as_str().cmp(pattern))
-        {
-            return vec![self.tensors[i]];
+    fn matching(&self, pattern: &str) -> Vec<Tensor<'a>> {
+        if let Some(t) = self.tensors.find(pattern) {
+            return vec![t];
         }
         let segs: Vec<&str> = pattern.split('.').collect();
         let Some(last_x) = segs.iter().rposition(|s| *s == ANY_INDEX) else {
@@ -201,15 +196,13 @@ impl<'a> Facts<'a> {
         let tail: usize = segs[last_x + 1..].iter().map(|s| s.len() + 1).sum();
         let tail = &pattern[pattern.len() - tail..];
         self.candidates(pattern)
-            .iter()
-            .copied()
-            .filter(|t| t.name.ends_with(tail) && match_head(&segs, &t.name) == Some(t.name.len()))
+            .filter(|t| t.name.ends_with(tail) && match_head(&segs, t.name) == Some(t.name.len()))
             .collect()
     }
 
     /// Tensors that share the literal part of `pattern` before its first `X` (a range of the
     /// sorted list).
-    fn candidates(&self, pattern: &str) -> &[&'a TensorInfo] {
+    fn candidates(&self, pattern: &str) -> impl Iterator<Item = Tensor<'a>> + use<'a> {
         let literal = match pattern.split('.').position(|s| s == ANY_INDEX) {
             Some(0) => "",
             Some(p) => {
@@ -218,9 +211,7 @@ impl<'a> Facts<'a> {
             }
             None => pattern,
         };
-        let lo = self.tensors.partition_point(|t| t.name.as_str() < literal);
-        let hi = lo + self.tensors[lo..].partition_point(|t| t.name.starts_with(literal));
-        &self.tensors[lo..hi]
+        self.tensors.range(self.tensors.with_prefix(literal))
     }
 
     fn check_ckpt(
@@ -233,34 +224,24 @@ impl<'a> Facts<'a> {
         if found.is_empty() {
             return ClaimCheck::fails(self.no_tensor(tensor));
         }
-        let differs =
-            |t: &&TensorInfo| t.shape.as_slice() != shape || dtype.is_some_and(|d| d != t.dtype);
-        let wrong: Vec<TensorInfo> = found
+        let differs = |t: &Tensor| t.shape != shape || dtype.is_some_and(|d| d != t.dtype);
+        let wrong: Vec<Tensor> = found
             .iter()
-            .copied()
-            .filter(differs)
-            .map(|t| TensorInfo {
-                shard: None,
-                ..t.clone()
-            })
+            .filter(|t| differs(t))
+            .map(|t| Tensor { shard: None, ..*t })
             .collect();
         if wrong.is_empty() {
             return ClaimCheck::holds();
         }
         if found.len() == 1 {
             let t = found[0];
-            return ClaimCheck::fails(format!(
-                "{} is {} {}",
-                t.name,
-                t.dtype,
-                show_shape(&t.shape)
-            ));
+            return ClaimCheck::fails(format!("{} is {} {}", t.name, t.dtype, show_shape(t.shape)));
         }
         ClaimCheck::fails(format!(
             "{} of the {} tensors matching {tensor} differ: {}",
             wrong.len(),
             found.len(),
-            first_lines(&ranges::compress(&wrong), 3)
+            first_lines(&ranges::compress(wrong.iter().copied()), 3)
         ))
     }
 
@@ -270,7 +251,7 @@ impl<'a> Facts<'a> {
         let segs: Vec<&str> = name.split('.').collect();
         for keep in (1..segs.len()).rev() {
             let prefix = format!("{}.", segs[..keep].join("."));
-            let under: Vec<&TensorInfo> = self
+            let under: Vec<Tensor> = self
                 .matching_prefix(&prefix)
                 .into_iter()
                 .take(4000)
@@ -296,13 +277,11 @@ impl<'a> Facts<'a> {
         format!("no tensor named {name}")
     }
 
-    fn matching_prefix(&self, prefix: &str) -> Vec<&'a TensorInfo> {
+    fn matching_prefix(&self, prefix: &str) -> Vec<Tensor<'a>> {
         let pattern = prefix.trim_end_matches('.');
         let segs: Vec<&str> = pattern.split('.').collect();
         self.candidates(prefix)
-            .iter()
-            .copied()
-            .filter(|t| match_head(&segs, &t.name).is_some_and(|end| end < t.name.len()))
+            .filter(|t| match_head(&segs, t.name).is_some_and(|end| end < t.name.len()))
             .collect()
     }
 
@@ -313,7 +292,7 @@ impl<'a> Facts<'a> {
         // Names are sorted: the tensors of one index are neighbours, counted once.
         let mut last: Option<&str> = None;
         for t in self.candidates(prefix) {
-            let Some(end) = match_head(&segs, &t.name).filter(|&e| e < t.name.len()) else {
+            let Some(end) = match_head(&segs, t.name).filter(|&e| e < t.name.len()) else {
                 continue;
             };
             let next = t.name[end + 1..].split('.').next().unwrap_or("");

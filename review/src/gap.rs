@@ -215,15 +215,15 @@ mod tests {
 
     fn truth() -> (serde_json::Value, Inventory, BTreeMap<String, String>) {
         let config = serde_json::json!({ "linear_attn_config": { "head_dim": 128 } });
-        let inv = Inventory {
-            tensors: vec![TensorInfo {
+        let inv = Inventory::from_tensors(
+            [TensorInfo {
                 name: "model.layers.0.self_attn.A_log".into(),
                 dtype: Dtype::F32,
                 shape: [1, 1, 32, 1].into_iter().collect(),
                 shard: None,
             }],
-            total_size: None,
-        };
+            None,
+        );
         let src = BTreeMap::from([(
             "modeling_kimi.py".to_string(),
             "class A:\n    g = fused_kda_gate(g, self.A_log)\n".to_string(),

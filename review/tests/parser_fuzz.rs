@@ -30,19 +30,11 @@ fn facts_parts() -> (serde_json::Value, Inventory, BTreeMap<String, String>) {
         shape: Default::default(),
         shard: None,
     });
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
     let sources = BTreeMap::from([(
         "modeling_x.py".to_string(),
         "def f(x):\n    y = g(\n        x, 1)\n\n    return  y * 0.5\n".to_string(),
     )]);
-    (
-        config,
-        Inventory {
-            tensors,
-            total_size: None,
-        },
-        sources,
-    )
+    (config, Inventory::from_tensors(tensors, None), sources)
 }
 
 /// Evidence lines built from the grammar's pieces, well-formed or not.

@@ -164,7 +164,7 @@ async fn bench_rust(repo: &MockRepo, latency: Duration) -> (Outcome, Timings) {
     let truth = harch_worker::truth_dir::load_truth_dir(&dir.path().join("truth")).expect("load");
     eprintln!(
         "load_truth_dir: {} tensors in {:.1} ms",
-        truth.inventory.tensors.len(),
+        truth.inventory.len(),
         load_started.elapsed().as_secs_f64() * 1e3
     );
     (

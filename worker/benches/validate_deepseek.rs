@@ -1,7 +1,8 @@
 //! Validating DeepSeek-V3 (91,991 tensors in 163 shard headers): wall time of reading the truth
 //! directory and of `validate` (load, one evaluation, every guard), and the process's peak
 //! memory; then the whole `harch-worker validate` process (release build) on the same truth
-//! directory, as a user runs it. Run: `cargo bench -p harch-worker --bench validate_deepseek`.
+//! directory, as a user runs it, with and without the inventory cache. Run:
+//! `cargo bench -p harch-worker --bench validate_deepseek`.
 //! With `HARCH_BENCH_TRUTH_DIR=DIR` the truth directory is written to (an empty or absent) DIR
 //! and kept, to profile one process on it (`perf record -g harch-worker validate ... --truth DIR`).
 
@@ -127,28 +128,47 @@ fn main() {
 }
 
 /// `harch-worker validate deepseek-ai/DeepSeek-V3 --truth DIR`, one process per run: start-up,
-/// reading the truth directory, every guard, the report.
+/// reading the truth directory, every guard, the report. Three ways, taking turns: without the
+/// inventory cache, with an empty one (the first validate of a directory, which fills it), and
+/// with the entry it left (every later validate of the same directory).
 fn per_process(truth: &std::path::Path) {
     let bin = env!("CARGO_BIN_EXE_harch-worker");
-    let mut walls = Vec::new();
-    for _ in 0..RUNS {
+    let caches = tempfile::tempdir().expect("tempdir");
+    let warm = caches.path().join("warm");
+    let cold = caches.path().join("cold");
+    let run = |cache: &std::path::Path| {
         let t0 = Instant::now();
         let out = std::process::Command::new(bin)
             .args(["validate", MODEL, "--truth"])
             .arg(truth)
+            .env("HARCH_INVENTORY_CACHE", cache)
             .stdout(std::process::Stdio::null())
             .output()
             .expect("harch-worker runs");
-        walls.push(t0.elapsed());
         assert!(
             out.status.success(),
             "validate failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        t0.elapsed()
+    };
+    run(&warm);
+    let (mut off, mut first, mut again) = (vec![], vec![], vec![]);
+    for _ in 0..RUNS {
+        off.push(run(std::path::Path::new("off")));
+        let _ = std::fs::remove_dir_all(&cold);
+        first.push(run(&cold));
+        again.push(run(&warm));
     }
-    println!(
-        "  whole process (harch-worker validate {MODEL} --truth <dir>): median {:.1} ms, min {:.1} ms ({RUNS} runs)",
-        median(walls.clone()).as_secs_f64() * 1e3,
-        walls.iter().min().unwrap().as_secs_f64() * 1e3
-    );
+    for (what, walls) in [
+        ("no inventory cache", off),
+        ("first, filling the cache", first),
+        ("again, from the cache", again),
+    ] {
+        println!(
+            "  whole process (harch-worker validate {MODEL} --truth <dir>), {what}: median {:.1} ms, min {:.1} ms ({RUNS} runs)",
+            median(walls.clone()).as_secs_f64() * 1e3,
+            walls.iter().min().unwrap().as_secs_f64() * 1e3
+        );
+    }
 }

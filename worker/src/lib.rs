@@ -7,6 +7,7 @@
 pub mod ablation;
 pub mod candidate;
 pub mod hub;
+pub mod inventory_cache;
 pub mod pipeline;
 pub mod publish;
 pub mod queue;

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use harch_guards::truth::{Inventory, Truth, ranges};
+use harch_guards::truth::{Truth, ranges};
 use serde::{Deserialize, Serialize};
 
 include!(concat!(env!("OUT_DIR"), "/snapshots.rs"));
@@ -78,9 +78,9 @@ pub fn from_truth(model_id: &str, truth: &Truth) -> anyhow::Result<Snapshot> {
         revision: truth.revision.clone(),
         config: truth.config.clone(),
         total_size: truth.inventory.total_size,
-        tensor_count: truth.inventory.tensors.len(),
+        tensor_count: truth.inventory.len(),
         total_bytes: u64::try_from(total).context("checkpoint over 2^64 bytes")?,
-        inventory: ranges::compress(&truth.inventory.tensors)
+        inventory: ranges::compress(truth.inventory.iter())
             .lines()
             .map(str::to_string)
             .collect(),
@@ -112,15 +112,12 @@ pub fn decode(gz: &[u8]) -> anyhow::Result<Snapshot> {
 
 /// Expands a snapshot, checking it reproduces the tensor count and bytes it records.
 pub fn to_truth(snap: &Snapshot) -> anyhow::Result<Truth> {
-    let tensors = ranges::expand(&snap.inventory.join("\n"))?;
-    let inventory = Inventory {
-        tensors,
-        total_size: snap.total_size,
-    };
-    if inventory.tensors.len() != snap.tensor_count {
+    let mut inventory = ranges::expand(&snap.inventory.join("\n"))?;
+    inventory.total_size = snap.total_size;
+    if inventory.len() != snap.tensor_count {
         bail!(
             "inventory expands to {} tensors, snapshot records {}",
-            inventory.tensors.len(),
+            inventory.len(),
             snap.tensor_count
         );
     }

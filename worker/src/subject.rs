@@ -93,8 +93,11 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
 fn read_truth(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<(Truth, String)> {
     Ok(match truth_dir {
         Some(dir) => (
-            crate::truth_dir::load_truth_dir(dir)
-                .with_context(|| format!("reading truth directory {}", dir.display()))?,
+            crate::truth_dir::load_truth_dir_cached(
+                dir,
+                crate::inventory_cache::InventoryCache::from_env().as_ref(),
+            )
+            .with_context(|| format!("reading truth directory {}", dir.display()))?,
             dir.display().to_string(),
         ),
         None if looks_like_model_id(arg) => match snapshot::try_load_snapshot(arg)? {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use harch_guards::truth::{TensorInfo, Truth};
+use harch_guards::truth::{Tensor, Truth};
 
 /// Layer number used to keep a layer's tensors together (embeddings first, heads last).
 fn layer_of(name: &str) -> u64 {
@@ -26,11 +26,11 @@ fn layer_of(name: &str) -> u64 {
 /// `(file name, header JSON, payload bytes)` per shard and the index JSON.
 pub fn shard(truth: &Truth, shards: usize) -> (Vec<(String, String, u64)>, serde_json::Value) {
     let shards = shards.max(1);
-    let mut tensors: Vec<&TensorInfo> = truth.inventory.tensors.iter().collect();
-    tensors.sort_by_key(|t| (layer_of(&t.name), t.name.clone()));
+    let mut tensors: Vec<Tensor> = truth.inventory.iter().collect();
+    tensors.sort_by_key(|t| (layer_of(t.name), t.name));
     let total: u128 = tensors.iter().map(|t| t.nbytes()).sum();
     let per_shard = total.div_ceil(shards as u128).max(1);
-    let mut groups: Vec<Vec<&TensorInfo>> = vec![Vec::new(); shards];
+    let mut groups: Vec<Vec<Tensor>> = vec![Vec::new(); shards];
     let mut acc: u128 = 0;
     for t in tensors {
         let i = ((acc / per_shard) as usize).min(shards - 1);
@@ -47,9 +47,9 @@ pub fn shard(truth: &Truth, shards: usize) -> (Vec<(String, String, u64)>, serde
         let mut offset: u64 = 0;
         for t in group {
             let n = t.nbytes() as u64;
-            header.insert(t.name.clone(), serde_json::json!({"dtype": t.dtype.as_str(), "shape": t.shape, "data_offsets": [offset, offset + n]}));
+            header.insert(t.name.to_string(), serde_json::json!({"dtype": t.dtype.as_str(), "shape": t.shape, "data_offsets": [offset, offset + n]}));
             offset += n;
-            weight_map.insert(t.name.clone(), file.clone().into());
+            weight_map.insert(t.name.to_string(), file.clone().into());
         }
         files.push((file, serde_json::Value::Object(header).to_string(), offset));
     }

@@ -22,6 +22,8 @@ use harch_guards::truth::index::{self, Index};
 use harch_guards::truth::{Inventory, Truth, ranges};
 use serde::{Deserialize, Serialize};
 
+use crate::inventory_cache::{self, InventoryCache, Key};
+
 pub const CONFIG: &str = "config.json";
 pub const GENERATION_CONFIG: &str = "generation_config.json";
 pub const INDEX: &str = "model.safetensors.index.json";
@@ -73,6 +75,12 @@ pub struct FileRecord {
 /// Reads a truth directory into [`Truth`], checking every header, the index against the
 /// headers, and the sizes truth.json records.
 pub fn load_truth_dir(path: &Path) -> anyhow::Result<Truth> {
+    load_truth_dir_cached(path, None)
+}
+
+/// [`load_truth_dir`], taking the inventory from `cache` when these very files were read and
+/// checked before, and keeping it there when they are read now.
+pub fn load_truth_dir_cached(path: &Path, cache: Option<&InventoryCache>) -> anyhow::Result<Truth> {
     let meta = read_meta(path)?;
     let config_path = path.join(CONFIG);
     let config: serde_json::Value = serde_json::from_slice(
@@ -80,7 +88,7 @@ pub fn load_truth_dir(path: &Path) -> anyhow::Result<Truth> {
             .with_context(|| format!("reading {}", config_path.display()))?,
     )
     .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
-    let inventory = load_inventory(path, meta.as_ref())?;
+    let inventory = load_inventory(path, meta.as_ref(), cache)?;
     let sources = load_sources(&path.join(SOURCE_DIR))?;
     Ok(Truth {
         config,
@@ -104,7 +112,11 @@ pub fn read_meta(path: &Path) -> anyhow::Result<Option<TruthMeta>> {
     }
 }
 
-fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Inventory> {
+fn load_inventory(
+    dir: &Path,
+    meta: Option<&TruthMeta>,
+    cache: Option<&InventoryCache>,
+) -> anyhow::Result<Inventory> {
     let index_path = dir.join(INDEX);
     let sizes: BTreeMap<&str, u64> = meta
         .map(|m| {
@@ -116,6 +128,12 @@ fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Invent
         .unwrap_or_default();
     let size = |file: &String| sizes.get(file.as_str()).copied();
     let listed = listed_headers(&dir.join(SHARDS_DIR))?;
+    let cached = cache.and_then(|c| Some((c, cache_key(dir, &listed, &sizes)?)));
+    if let Some((cache, key)) = &cached
+        && let Some(inventory) = cache.get(key)
+    {
+        return Ok(inventory);
+    }
     // The index and the headers on disk are parsed at the same time: for a large checkpoint
     // they are 20 MB of JSON and most of the time `validate` takes. The index, the largest
     // file, goes first.
@@ -174,8 +192,42 @@ fn load_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Result<Invent
     if index.is_none() && shards.is_empty() {
         return load_compressed_inventory(dir, meta);
     }
-    index::assemble(index.as_ref(), shards)
-        .with_context(|| format!("{}: index and shard headers disagree", dir.display()))
+    let inventory = index::assemble(index, shards)
+        .with_context(|| format!("{}: index and shard headers disagree", dir.display()))?;
+    if let Some((cache, key)) = cached
+        && let Err(e) = cache.put(&key, &inventory)
+    {
+        // A cache that cannot be written costs time, not correctness.
+        tracing::debug!("keeping the inventory of {}: {e}", dir.display());
+    }
+    Ok(inventory)
+}
+
+/// The cache key of a directory's inventory: every byte it is read from. `None` for a
+/// directory without bare headers or with real `.safetensors` files (not kept).
+fn cache_key(dir: &Path, listed: &[String], sizes: &BTreeMap<&str, u64>) -> Option<Key> {
+    if listed.is_empty() || inventory_cache::holds_real_files(dir) {
+        return None;
+    }
+    let mut paths = vec![dir.join(INDEX)];
+    paths.extend(
+        listed
+            .iter()
+            .map(|f| dir.join(SHARDS_DIR).join(format!("{f}{HEADER_SUFFIX}"))),
+    );
+    let digests = parallel_map(&paths, |p| match read_bytes(p) {
+        Ok(bytes) => Some(inventory_cache::digest(&bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some([0; 32]),
+        Err(_) => None,
+    });
+    let sizes = inventory_cache::digest(format!("{sizes:?}").as_bytes());
+    let names = std::iter::once(INDEX).chain(listed.iter().map(String::as_str));
+    let mut inputs: Vec<(&str, [u8; 32])> = names
+        .zip(digests)
+        .map(|(name, d)| Some((name, d?)))
+        .collect::<Option<_>>()?;
+    inputs.push((TRUTH_JSON, sizes));
+    inventory_cache::key(inputs)
 }
 
 /// What one job of [`load_inventory`] read.
@@ -338,11 +390,8 @@ fn load_compressed_inventory(dir: &Path, meta: Option<&TruthMeta>) -> anyhow::Re
             dir.display()
         )
     })?;
-    let tensors = ranges::expand(&text).with_context(|| format!("{}", p.display()))?;
-    let inventory = Inventory {
-        tensors,
-        total_size: meta.and_then(|m| m.total_bytes),
-    };
+    let mut inventory = ranges::expand(&text).with_context(|| format!("{}", p.display()))?;
+    inventory.total_size = meta.and_then(|m| m.total_bytes);
     if let Some(declared) = inventory.total_size
         && inventory.total_bytes() != declared as u128
     {
@@ -557,7 +606,7 @@ pub fn write_from_truth(out: &Path, truth: &Truth, meta: &TruthMeta) -> anyhow::
     files.insert(CONFIG.into(), serde_json::to_vec_pretty(&truth.config)?);
     files.insert(
         INVENTORY.into(),
-        ranges::compress(&truth.inventory.tensors).into_bytes(),
+        ranges::compress(truth.inventory.iter()).into_bytes(),
     );
     for (name, text) in &truth.sources {
         files.insert(Path::new(SOURCE_DIR).join(name), text.clone().into_bytes());

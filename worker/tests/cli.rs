@@ -24,7 +24,8 @@ fn cmd(dir: &Path, args: &[&str]) -> Command {
         .env_remove("HARCH_QUEUE_URL")
         .env_remove("HARCH_DATA_DIR")
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
-        .env("HARCH_CACHE_DIR", dir.join(".hub-cache"));
+        .env("HARCH_CACHE_DIR", dir.join(".hub-cache"))
+        .env("HARCH_INVENTORY_CACHE", dir.join(".inventory-cache"));
     c
 }
 
@@ -396,6 +397,42 @@ fn a_partial_queue_toml_keeps_the_other_defaults() {
     let (code, _, err) = run_in(d, &["enqueue", "org/m", "--stages", "noop"]);
     assert_eq!(code, 0, "{err}");
     assert!(d.join("jobs-here/jobs").is_dir());
+}
+
+#[test]
+fn validate_keeps_a_checked_inventory_and_reads_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let truth = d.join("truth");
+    let snapshot = harch_worker::snapshot::load_snapshot("Qwen/Qwen3-8B").unwrap();
+    harch_worker::synth::write_sharded_truth_dir(&snapshot, 5, &truth).unwrap();
+    let args = [
+        "validate",
+        "Qwen/Qwen3-8B",
+        "--truth",
+        truth.to_str().unwrap(),
+        "--json",
+    ];
+    let kept = || {
+        std::fs::read_dir(d.join(".inventory-cache"))
+            .map(|e| e.count())
+            .unwrap_or(0)
+    };
+    let (code, first, err) = run_in(d, &args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(kept(), 1);
+    let (code, second, err) = run_in(d, &args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&first)["summary"], json(&second)["summary"]);
+    assert_eq!(json(&second)["valid"], true);
+    assert_eq!(kept(), 1);
+    std::fs::remove_dir_all(d.join(".inventory-cache")).unwrap();
+    let out = cmd(d, &args)
+        .env("HARCH_INVENTORY_CACHE", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(kept(), 0, "off keeps nothing");
 }
 
 #[test]

@@ -44,7 +44,7 @@ async fn single_file_repo_with_the_real_minilm_header() {
     assert!(report.bytes_transferred <= harch_worker::hub::DEFAULT_GUESS + small);
 
     let truth = load_truth_dir(&out).unwrap();
-    assert_eq!(truth.inventory.tensors.len(), 104);
+    assert_eq!(truth.inventory.len(), 104);
     assert_eq!(truth.revision.as_deref(), Some(SHA));
     assert_eq!(
         truth.inventory.total_bytes(),
@@ -70,9 +70,9 @@ async fn sharded_repo_takes_one_range_per_shard() {
     assert_eq!(report.requests, 12);
     assert_eq!(report.retries, 0);
     let truth = load_truth_dir(&out).unwrap();
-    assert_eq!(truth.inventory.tensors.len(), 10);
+    assert_eq!(truth.inventory.len(), 10);
     assert_eq!(
-        truth.inventory.tensors[0].shard.as_deref(),
+        truth.inventory.get(0).unwrap().shard,
         Some("model-00001-of-00005.safetensors")
     );
     assert_eq!(
@@ -204,7 +204,7 @@ async fn refetch_replaces_the_truth_dir_atomically() {
         .await
         .unwrap();
     assert!(!out.join("shards/stale.safetensors.header.json").exists());
-    assert_eq!(load_truth_dir(&out).unwrap().inventory.tensors.len(), 4);
+    assert_eq!(load_truth_dir(&out).unwrap().inventory.len(), 4);
     // No temp directories are left next to it.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -226,7 +226,7 @@ async fn offline_serves_the_bundled_snapshot_without_requests() {
     assert_eq!(report.tensors, 91_991);
     assert_eq!(report.total_bytes, 688_574_839_360);
     let truth = load_truth_dir(&out).unwrap();
-    assert_eq!(truth.inventory.tensors.len(), 91_991);
+    assert_eq!(truth.inventory.len(), 91_991);
     assert_eq!(truth.config["model_type"], "deepseek_v3");
 }
 

@@ -126,7 +126,7 @@ async fn shard_names_in_subdirectories_are_fine() {
         out.join("shards/weights/model-1.safetensors.header.json")
             .is_file()
     );
-    assert_eq!(load_truth_dir(&out).unwrap().inventory.tensors.len(), 1);
+    assert_eq!(load_truth_dir(&out).unwrap().inventory.len(), 1);
 }
 
 #[tokio::test]
@@ -172,7 +172,7 @@ async fn a_truncated_cache_blob_is_evicted_and_fetched_again() {
             assert_eq!(report.requests, 1);
         }
         let truth = load_truth_dir(&opts.out).unwrap();
-        assert_eq!(truth.inventory.tensors.len(), 6);
+        assert_eq!(truth.inventory.len(), 6);
     }
 }
 
@@ -247,7 +247,7 @@ async fn a_fifth_of_all_requests_failing_still_completes_every_time() {
             requests(&server).await.len(),
             "seed {seed}"
         );
-        assert_eq!(load_truth_dir(&out).unwrap().inventory.tensors.len(), 80);
+        assert_eq!(load_truth_dir(&out).unwrap().inventory.len(), 80);
         faults_on.0 += injected.api;
         faults_on.1 += injected.resolve;
         faults_on.2 += injected.cdn;

@@ -10,7 +10,7 @@ use rustc_hash::FxHashSet;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use smallvec::SmallVec;
 
-use super::{Dtype, Shape, TensorInfo};
+use super::{Dtype, Shape};
 
 mod fast;
 
@@ -21,20 +21,105 @@ pub const MAX_HEADER_LEN: u64 = 100_000_000;
 /// Bytes before the JSON header: its length as a little-endian u64.
 pub const LEN_PREFIX: u64 = 8;
 
-/// One parsed header: tensors sorted by name, with their payload byte ranges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One parsed header: tensors sorted by name, with their payload byte ranges. Names live back
+/// to back in one string (a header holds hundreds of tensors, a checkpoint 92k).
+#[derive(Clone, Debug, Default)]
 pub struct Header {
-    pub tensors: Vec<HeaderTensor>,
+    names: String,
+    entries: Vec<Entry>,
     /// The `__metadata__` map (e.g. `{"format": "pt"}`), when present.
     pub metadata: Option<BTreeMap<String, String>>,
     /// Length of the JSON header in bytes (without the 8-byte prefix).
     pub json_len: u64,
 }
 
+#[derive(Clone, Debug)]
+struct Entry {
+    /// `names[start..end]`; a header is at most [`MAX_HEADER_LEN`] bytes.
+    start: u32,
+    end: u32,
+    dtype: Dtype,
+    shape: Shape,
+    data_offsets: (u64, u64),
+}
+
+/// One tensor of a [`Header`], borrowed from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderTensor<'a> {
+    pub name: &'a str,
+    pub dtype: Dtype,
+    pub shape: &'a [u64],
+    /// `[begin, end)` relative to the start of the payload.
+    pub data_offsets: (u64, u64),
+}
+
+impl PartialEq for Header {
+    fn eq(&self, other: &Header) -> bool {
+        self.json_len == other.json_len
+            && self.metadata == other.metadata
+            && self.tensors().eq(other.tensors())
+    }
+}
+
+impl Eq for Header {}
+
 impl Header {
+    fn with_capacity(tensors: usize, json_len: u64) -> Header {
+        Header {
+            entries: Vec::with_capacity(tensors),
+            json_len,
+            ..Header::default()
+        }
+    }
+
+    /// Appends a tensor (the caller sorts afterwards).
+    fn push(&mut self, name: &str, dtype: Dtype, shape: Shape, data_offsets: (u64, u64)) {
+        let start = self.names.len() as u32;
+        self.names.push_str(name);
+        self.entries.push(Entry {
+            start,
+            end: self.names.len() as u32,
+            dtype,
+            shape,
+            data_offsets,
+        });
+    }
+
+    fn name(&self, e: &Entry) -> &str {
+        &self.names[e.start as usize..e.end as usize]
+    }
+
+    fn view<'a>(&'a self, e: &'a Entry) -> HeaderTensor<'a> {
+        HeaderTensor {
+            name: self.name(e),
+            dtype: e.dtype,
+            shape: &e.shape,
+            data_offsets: e.data_offsets,
+        }
+    }
+
+    /// Number of tensors.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The tensors, in name order.
+    pub fn tensors(&self) -> impl ExactSizeIterator<Item = HeaderTensor<'_>> + Clone {
+        self.entries.iter().map(|e| self.view(e))
+    }
+
+    /// The tensor at position `i` in name order.
+    pub fn get(&self, i: usize) -> Option<HeaderTensor<'_>> {
+        self.entries.get(i).map(|e| self.view(e))
+    }
+
     /// Bytes of payload the header describes (end of the last tensor).
     pub fn payload_len(&self) -> u64 {
-        self.tensors
+        self.entries
             .iter()
             .map(|t| t.data_offsets.1)
             .max()
@@ -45,13 +130,23 @@ impl Header {
     pub fn file_len(&self) -> u64 {
         LEN_PREFIX + self.json_len + self.payload_len()
     }
-}
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeaderTensor {
-    pub info: TensorInfo,
-    /// `[begin, end)` relative to the start of the payload.
-    pub data_offsets: (u64, u64),
+    /// Headers list tensors in payload order; the inventory wants them by name.
+    fn sort_by_name(&mut self) {
+        let names = &self.names;
+        let name = |e: &Entry| &names[e.start as usize..e.end as usize];
+        if !self.entries.is_sorted_by(|a, b| name(a) <= name(b)) {
+            self.entries.sort_unstable_by(|a, b| name(a).cmp(name(b)));
+        }
+    }
+
+    /// The first name that occurs twice (the entries in name order).
+    fn repeated_name(&self) -> Option<&str> {
+        self.entries
+            .windows(2)
+            .find(|w| self.name(&w[0]) == self.name(&w[1]))
+            .map(|w| self.name(&w[0]))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -200,25 +295,15 @@ pub fn parse_json_checked(json: &[u8], payload_len: Option<u64>) -> Result<Heade
     let raw = de.deserialize_map(RawHeaderVisitor).map_err(invalid)?;
     de.end().map_err(invalid)?;
     let raw = raw?;
-    let mut tensors = raw
-        .entries
-        .into_iter()
-        .map(|(name, value)| entry(name, value))
-        .collect::<Result<Vec<_>, _>>()?;
-    check_layout(&mut tensors, payload_len)?;
-    sort_by_name(&mut tensors);
-    Ok(Header {
-        tensors,
-        metadata: raw.metadata,
-        json_len: json.len() as u64,
-    })
-}
-
-/// Headers list tensors in payload order; the inventory wants them by name.
-fn sort_by_name(tensors: &mut [HeaderTensor]) {
-    if !tensors.is_sorted_by(|a, b| a.info.name <= b.info.name) {
-        tensors.sort_unstable_by(|a, b| a.info.name.cmp(&b.info.name));
+    let mut header = Header::with_capacity(raw.entries.len(), json.len() as u64);
+    for (name, value) in raw.entries {
+        let (dtype, shape, offsets) = entry(&name, value)?;
+        header.push(&name, dtype, shape, offsets);
     }
+    header.metadata = raw.metadata;
+    check_layout(&mut header, payload_len)?;
+    header.sort_by_name();
+    Ok(header)
 }
 
 /// serde_json appends " at line L column C"; we report those as fields.
@@ -614,16 +699,16 @@ impl<'de> serde::Deserialize<'de> for Field {
     }
 }
 
-fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
+fn entry(name: &str, raw: RawEntry) -> Result<(Dtype, Shape, (u64, u64)), HeaderError> {
     let bad = |message: String| HeaderError::BadEntry {
-        tensor: name.clone(),
+        tensor: name.to_string(),
         message,
     };
     let dtype = match raw.dtype {
         Ok(d) => d,
         Err(dtype) => {
             return Err(HeaderError::UnknownDtype {
-                tensor: name,
+                tensor: name.to_string(),
                 dtype,
             });
         }
@@ -632,7 +717,7 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         Ok(dims) => dims,
         Err(b) => {
             return Err(HeaderError::BadShape {
-                tensor: name,
+                tensor: name.to_string(),
                 message: format!("dimension {} is {}", b.at, b.why),
             });
         }
@@ -645,20 +730,21 @@ fn entry(name: String, raw: RawEntry) -> Result<HeaderTensor, HeaderError> {
         }
         _ => return Err(bad("data_offsets must be [begin, end]".into())),
     };
-    tensor(name, dtype, shape, offsets)
+    check_tensor(name, dtype, &shape, offsets)?;
+    Ok((dtype, shape, offsets))
 }
 
 /// A tensor entry whose fields have the right kinds: its offsets must run forward and span
 /// exactly the bytes its dtype and shape need.
-fn tensor(
-    name: String,
+fn check_tensor(
+    name: &str,
     dtype: Dtype,
-    shape: Shape,
+    shape: &[u64],
     offsets: (u64, u64),
-) -> Result<HeaderTensor, HeaderError> {
+) -> Result<(), HeaderError> {
     if offsets.1 < offsets.0 {
         return Err(HeaderError::BackwardOffsets {
-            tensor: name,
+            tensor: name.to_string(),
             begin: offsets.0,
             end: offsets.1,
         });
@@ -676,39 +762,30 @@ fn tensor(
             actual,
             dtype,
             shape: shape.to_vec(),
-            tensor: name,
+            tensor: name.to_string(),
         });
     }
-    Ok(HeaderTensor {
-        info: TensorInfo {
-            name,
-            dtype,
-            shape,
-            shard: None,
-        },
-        data_offsets: offsets,
-    })
+    Ok(())
 }
 
 /// Tensors must tile the payload: starting at 0, each beginning where the previous ended, the
 /// last ending at the payload's end (when its length is known). Zero-byte tensors may share an
 /// offset.
-fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Result<(), HeaderError> {
+fn check_layout(header: &mut Header, payload_len: Option<u64>) -> Result<(), HeaderError> {
     // Writers put tensors in payload order: sort only a header that is not.
-    fn key(t: &HeaderTensor) -> ((u64, u64), &str) {
-        (t.data_offsets, &t.info.name)
-    }
-    if !tensors.is_sorted_by(|a, b| key(a) <= key(b)) {
-        tensors.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    let names = &header.names;
+    let key = |t: &Entry| (t.data_offsets, &names[t.start as usize..t.end as usize]);
+    if !header.entries.is_sorted_by(|a, b| key(a) <= key(b)) {
+        header.entries.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
     }
     let mut cursor = 0u64;
-    let mut prev: Option<&HeaderTensor> = None;
-    for t in tensors.iter() {
+    let mut prev: Option<HeaderTensor> = None;
+    for t in header.tensors() {
         let (begin, end) = t.data_offsets;
         if begin < cursor {
-            let other = prev.map(|p| p.info.name.clone()).unwrap_or_default();
+            let other = prev.map(|p| p.name.to_string()).unwrap_or_default();
             return Err(HeaderError::Overlap {
-                tensor: t.info.name.clone(),
+                tensor: t.name.to_string(),
                 begin,
                 other,
                 other_end: cursor,
@@ -716,7 +793,7 @@ fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Resul
         }
         if begin > cursor {
             return Err(HeaderError::Gap {
-                tensor: t.info.name.clone(),
+                tensor: t.name.to_string(),
                 begin,
                 expected: cursor,
                 gap: begin - cursor,
@@ -726,7 +803,7 @@ fn check_layout(tensors: &mut [HeaderTensor], payload_len: Option<u64>) -> Resul
             && end > len
         {
             return Err(HeaderError::PastEnd {
-                tensor: t.info.name.clone(),
+                tensor: t.name.to_string(),
                 end,
                 payload_len: len,
             });
@@ -760,8 +837,8 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(h.tensors[0].info.name, "a");
-        assert_eq!(h.tensors[1].data_offsets, (0, 8));
+        assert_eq!(h.get(0).unwrap().name, "a");
+        assert_eq!(h.get(1).unwrap().data_offsets, (0, 8));
         assert_eq!(h.payload_len(), 10);
         assert_eq!(h.metadata.unwrap()["format"], "pt");
     }
@@ -880,10 +957,7 @@ mod tests {
     #[test]
     fn zero_sized_tensors_may_share_an_offset() {
         let json = r#"{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"U8","shape":[0,3],"data_offsets":[0,0]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
-        assert_eq!(
-            parse_json(json.as_bytes(), Some(1)).unwrap().tensors.len(),
-            3
-        );
+        assert_eq!(parse_json(json.as_bytes(), Some(1)).unwrap().len(), 3);
     }
 
     #[test]

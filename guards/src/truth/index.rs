@@ -3,13 +3,12 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::de::{Deserializer, MapAccess, Visitor};
 
 use super::header::Header;
-use super::{Inventory, TensorInfo};
+use super::{Inventory, Shape, Tensor};
 
 /// The sharded checkpoint's index: which file holds which tensor.
 ///
@@ -294,22 +293,25 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
 /// Joins shard headers (file name, parsed header) into one inventory, checked against the index
 /// when there is one. Every tensor records the shard that holds it.
 pub fn assemble(
-    index: Option<&Index>,
+    index: Option<Index>,
     shards: Vec<(String, Header)>,
 ) -> Result<Inventory, InventoryError> {
     // Each header's tensors fill its payload exactly (checked when it was parsed): the
     // payloads' sum is the tensors' bytes, without reading 92k shapes.
     let actual: u128 = shards.iter().map(|(_, h)| h.payload_len() as u128).sum();
-    let in_index = index.map(|index| (index, shard_positions(index, &shards)));
-    let tensors = match in_index {
-        Some((index, at)) if agrees(index, &at, &shards) => in_index_order(index, &at, shards),
-        _ => checked(index, shards)?,
+    let total_size = index.as_ref().and_then(|i| i.total_size);
+    let inventory = match index {
+        Some(index) => {
+            let at = shard_positions(&index, &shards);
+            if agrees(&index, &at, &shards) {
+                in_index_order(index, &at, &shards)
+            } else {
+                checked(Some(&index), &shards)?
+            }
+        }
+        None => checked(None, &shards)?,
     };
-    let inventory = Inventory {
-        tensors,
-        total_size: index.and_then(|i| i.total_size),
-    };
-    if let Some(declared) = inventory.total_size
+    if let Some(declared) = total_size
         && actual != declared as u128
     {
         return Err(InventoryError::TotalSizeMismatch { declared, actual });
@@ -335,7 +337,7 @@ fn shard_positions(index: &Index, shards: &[(String, Header)]) -> Vec<Option<usi
 /// order (the index's entries, each header's tensors), so one walk in step over the index,
 /// with a cursor per shard, checks it without a sort or a hash per name.
 fn agrees(index: &Index, at: &[Option<usize>], shards: &[(String, Header)]) -> bool {
-    let total: usize = shards.iter().map(|(_, h)| h.tensors.len()).sum();
+    let total: usize = shards.iter().map(|(_, h)| h.len()).sum();
     if total != index.len() {
         return false;
     }
@@ -344,33 +346,36 @@ fn agrees(index: &Index, at: &[Option<usize>], shards: &[(String, Header)]) -> b
         let Some(s) = at[e.2 as usize] else {
             return false;
         };
-        let next = shards[s].1.tensors.get(cursor[s]);
+        let next = shards[s].1.get(cursor[s]);
         cursor[s] += 1;
-        next.is_some_and(|t| t.info.name == index.name(e))
+        next.is_some_and(|t| t.name == index.name(e))
     })
 }
 
-/// The tensors of shards that [`agrees`] with the index, moved into the index's (name) order.
-fn in_index_order(
-    index: &Index,
-    at: &[Option<usize>],
-    shards: Vec<(String, Header)>,
-) -> Vec<TensorInfo> {
-    let mut sources: Vec<(Arc<str>, std::vec::IntoIter<super::header::HeaderTensor>)> = shards
+/// The tensors of shards that [`agrees`] with the index, in the index's (name) order. The
+/// index's names and files become the inventory's: nothing is copied per name.
+fn in_index_order(index: Index, at: &[Option<usize>], shards: &[(String, Header)]) -> Inventory {
+    let files = index
+        .files
         .into_iter()
-        .map(|(file, header)| (Arc::from(file), header.tensors.into_iter()))
+        .map(String::into_boxed_str)
         .collect();
-    let mut tensors = Vec::with_capacity(index.len());
-    for e in &index.entries {
-        let Some(s) = at[e.2 as usize] else { continue };
-        let (file, rest) = &mut sources[s];
-        if let Some(t) = rest.next() {
-            let mut info = t.info;
-            info.shard = Some(file.clone());
-            tensors.push(info);
+    let mut inventory = Inventory::from_parts(index.names, files, index.total_size);
+    inventory.reserve(index.entries.len());
+    let mut cursor = vec![0usize; shards.len()];
+    for &(start, end, file) in &index.entries {
+        let Some(s) = at[file as usize] else { continue };
+        if let Some(t) = shards[s].1.get(cursor[s]) {
+            inventory.push_span(
+                (start, end),
+                t.dtype,
+                Shape::from_slice(t.shape),
+                Some(file),
+            );
         }
+        cursor[s] += 1;
     }
-    tensors
+    inventory
 }
 
 /// Tensors of every shard in name order, checked against the index when there is one: the
@@ -378,67 +383,79 @@ fn in_index_order(
 /// name order, so the same bad checkpoint always gets the same message.
 fn checked(
     index: Option<&Index>,
-    shards: Vec<(String, Header)>,
-) -> Result<Vec<TensorInfo>, InventoryError> {
-    let count = shards.iter().map(|(_, h)| h.tensors.len()).sum();
-    let mut tensors: Vec<TensorInfo> = Vec::with_capacity(count);
-    for (file, header) in shards {
-        let file: Arc<str> = file.into();
-        for t in header.tensors {
-            let mut info = t.info;
-            info.shard = Some(file.clone());
-            tensors.push(info);
+    shards: &[(String, Header)],
+) -> Result<Inventory, InventoryError> {
+    let mut inventory = Inventory::from_parts(
+        String::new(),
+        shards
+            .iter()
+            .map(|(file, _)| file.as_str().into())
+            .collect(),
+        index.and_then(|i| i.total_size),
+    );
+    inventory.reserve(shards.iter().map(|(_, h)| h.len()).sum());
+    for (k, (_, header)) in shards.iter().enumerate() {
+        for t in header.tensors() {
+            inventory.push(t.name, t.dtype, Shape::from_slice(t.shape), Some(k as u32));
         }
     }
     // Stable: each shard's tensors are sorted already, and the sort merges such runs cheaply;
     // equal names stay in shard order for the error below.
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(w) = tensors.windows(2).find(|w| w[0].name == w[1].name) {
+    inventory.sort_by_name();
+    let shard = |t: &Tensor| t.shard.unwrap_or_default().to_string();
+    let repeated = inventory
+        .iter()
+        .zip(inventory.iter().skip(1))
+        .find(|(a, b)| a.name == b.name);
+    if let Some((a, b)) = repeated {
         return Err(InventoryError::ClaimedTwice {
-            tensor: w[0].name.clone(),
-            first: w[0].shard.as_deref().unwrap_or_default().to_string(),
-            second: w[1].shard.as_deref().unwrap_or_default().to_string(),
+            tensor: a.name.to_string(),
+            first: shard(&a),
+            second: shard(&b),
         });
     }
     if let Some(index) = index
-        && let Some(e) = first_disagreement(index, &tensors)
+        && let Some(e) = first_disagreement(index, &inventory)
     {
         return Err(e);
     }
-    Ok(tensors)
+    Ok(inventory)
 }
 
 /// The first way (in tensor name order) that the index and the headers (sorted by name, each
 /// name once) disagree, if they do.
-fn first_disagreement(index: &Index, tensors: &[TensorInfo]) -> Option<InventoryError> {
-    let shard = |t: &TensorInfo| t.shard.as_deref().unwrap_or_default().to_string();
+fn first_disagreement(index: &Index, inventory: &Inventory) -> Option<InventoryError> {
+    let shard = |t: &Tensor| t.shard.unwrap_or_default().to_string();
     for (tensor, index_shard) in index.iter() {
-        match tensors.binary_search_by(|t| t.name.as_str().cmp(tensor)) {
-            Err(_) => {
+        match inventory.find(tensor) {
+            None => {
                 return Some(InventoryError::MissingFromShards {
                     tensor: tensor.to_string(),
                     shard: index_shard.to_string(),
                 });
             }
-            Ok(i) if tensors[i].shard.as_deref() != Some(index_shard) => {
+            Some(t) if t.shard != Some(index_shard) => {
                 return Some(InventoryError::WrongShard {
                     tensor: tensor.to_string(),
                     index_shard: index_shard.to_string(),
-                    shard: shard(&tensors[i]),
+                    shard: shard(&t),
                 });
             }
-            Ok(_) => {}
+            Some(_) => {}
         }
     }
-    let t = tensors.iter().find(|t| index.shard_of(&t.name).is_none())?;
+    let t = inventory
+        .iter()
+        .find(|t| index.shard_of(t.name).is_none())?;
     Some(InventoryError::NotInIndex {
-        tensor: t.name.clone(),
-        shard: shard(t),
+        tensor: t.name.to_string(),
+        shard: shard(&t),
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::Dtype;
     use super::super::header::parse_json;
     use super::*;
 
@@ -495,22 +512,61 @@ mod tests {
             r#"{"metadata":{"total_size":14},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}}"#,
         );
         assert_eq!(idx.shard_files(), ["a.safetensors", "b.safetensors"]);
-        let inv = assemble(Some(&idx), two_shards()).unwrap();
-        assert_eq!(inv.tensors.len(), 2);
-        assert_eq!(inv.tensors[1].shard.as_deref(), Some("b.safetensors"));
+        let inv = assemble(Some(idx), two_shards()).unwrap();
+        assert_eq!(inv.len(), 2);
+        assert_eq!(inv.get(1).unwrap().shard, Some("b.safetensors"));
         assert_eq!(inv.total_bytes(), 14);
+    }
+
+    /// The index's names become the inventory's when it agrees with the headers, even when
+    /// the index was out of order and named a tensor twice: the result is what the checking
+    /// path builds from the headers alone.
+    #[test]
+    fn agreeing_index_gives_the_checked_inventory() {
+        let idx = index(
+            r#"{"weight_map":{"y":"a.safetensors","x":"b.safetensors","y":"b.safetensors","x":"a.safetensors","w":"a.safetensors"}}"#,
+        );
+        let shards = vec![
+            (
+                "a.safetensors".to_string(),
+                shard(
+                    r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"U8","shape":[1,3],"data_offsets":[8,11]}}"#,
+                ),
+            ),
+            (
+                "b.safetensors".to_string(),
+                shard(r#"{"y":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}}"#),
+            ),
+        ];
+        let at = shard_positions(&idx, &shards);
+        assert!(agrees(&idx, &at, &shards));
+        let fast = assemble(Some(idx.clone()), shards.clone()).unwrap();
+        let slow = checked(Some(&idx), &shards).unwrap();
+        assert_eq!(fast, slow);
+        let names: Vec<(&str, Option<&str>, &[u64])> =
+            fast.iter().map(|t| (t.name, t.shard, t.shape)).collect();
+        assert_eq!(
+            names,
+            [
+                ("w", Some("a.safetensors"), &[1u64, 3][..]),
+                ("x", Some("a.safetensors"), &[2][..]),
+                ("y", Some("b.safetensors"), &[3][..]),
+            ]
+        );
+        assert_eq!(fast.find("x").map(|t| t.dtype), Some(Dtype::F32));
+        assert_eq!(fast.find("v"), None);
     }
 
     #[test]
     fn disagreements_are_errors() {
         let shards = two_shards();
         let e = assemble(
-            Some(&index(r#"{"weight_map":{"x":"a.safetensors"}}"#)),
+            Some(index(r#"{"weight_map":{"x":"a.safetensors"}}"#)),
             shards.clone(),
         );
         assert!(matches!(e, Err(InventoryError::NotInIndex { tensor, .. }) if tensor == "y"));
         let e = assemble(
-            Some(&index(
+            Some(index(
                 r#"{"weight_map":{"x":"a.safetensors","y":"b.safetensors","z":"b.safetensors"}}"#,
             )),
             shards.clone(),
@@ -519,14 +575,14 @@ mod tests {
             matches!(e, Err(InventoryError::MissingFromShards { tensor, .. }) if tensor == "z")
         );
         let e = assemble(
-            Some(&index(
+            Some(index(
                 r#"{"weight_map":{"x":"b.safetensors","y":"b.safetensors"}}"#,
             )),
             shards.clone(),
         );
         assert!(matches!(e, Err(InventoryError::WrongShard { .. })));
         let e = assemble(
-            Some(&index(
+            Some(index(
                 r#"{"metadata":{"total_size":15},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}}"#,
             )),
             shards.clone(),

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{Dtype, Shape, TensorInfo};
+use super::{Dtype, Inventory, Shape, Tensor};
 
 /// Expansion refuses to produce more tensors than this: a hostile line like
 /// `x.{0-99999999999}` must fail, not exhaust memory.
@@ -42,11 +42,11 @@ enum Segment {
 type GroupKey = (Vec<Segment>, Dtype, Vec<u64>);
 
 /// Compresses a tensor list into lines (sorted, newline-terminated).
-pub fn compress(tensors: &[TensorInfo]) -> String {
+pub fn compress<'a>(tensors: impl IntoIterator<Item = Tensor<'a>>) -> String {
     let mut groups: BTreeMap<GroupKey, Vec<Vec<u64>>> = BTreeMap::new();
-    let mut verbatim: Vec<&TensorInfo> = Vec::new();
+    let mut verbatim: Vec<Tensor> = Vec::new();
     for t in tensors {
-        if needs_quoting(&t.name) {
+        if needs_quoting(t.name) {
             verbatim.push(t);
             continue;
         }
@@ -80,7 +80,7 @@ pub fn compress(tensors: &[TensorInfo]) -> String {
     }
     for t in verbatim {
         let quoted = serde_json::to_string(&t.name).unwrap_or_default();
-        lines.push(format!("{quoted} {} {}", t.dtype, render_shape(&t.shape)));
+        lines.push(format!("{quoted} {} {}", t.dtype, render_shape(t.shape)));
     }
     lines.sort();
     let mut out = String::new();
@@ -93,29 +93,26 @@ pub fn compress(tensors: &[TensorInfo]) -> String {
 
 /// Expands compressed lines back into tensors, sorted by name. Blank lines and lines starting
 /// with `#` are ignored.
-pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
-    let mut out: Vec<TensorInfo> = Vec::new();
+pub fn expand(text: &str) -> Result<Inventory, RangesError> {
+    let mut out = Inventory::default();
     for_each_line(text, |line, names, dtype, shape| {
-        if (out.len() + names.len()) as u64 > MAX_EXPANDED {
+        if (out.len() as u64).saturating_add(names.len()) > MAX_EXPANDED {
             return Err(RangesError::TooMany {
                 line,
                 max: MAX_EXPANDED,
             });
         }
-        out.extend(names.into_iter().map(|name| TensorInfo {
-            name,
-            dtype,
-            shape: Shape::from_slice(shape),
-            shard: None,
-        }));
+        out.reserve(names.len() as usize);
+        let shape = Shape::from_slice(shape);
+        names.for_each(|name| out.push(name, dtype, shape.clone(), None));
         Ok(())
     })?;
-    // Each line's names come out in name order (`expand_name`), so this stable sort merges one
-    // run per line. Repeated names end up side by side; which line repeats one is found only
-    // then, by reading the lines again.
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(w) = out.windows(2).find(|w| w[0].name == w[1].name) {
-        let tensor = w[0].name.clone();
+    // Each line's names come out in name order (`Names::for_each`), so this stable sort merges
+    // one run per line. Repeated names end up side by side; which line repeats one is found
+    // only then, by reading the lines again.
+    out.sort_by_name();
+    if let Some(tensor) = out.repeated_name() {
+        let tensor = tensor.to_string();
         return Err(first_repeat(text).unwrap_or(RangesError::Duplicate { line: 0, tensor }));
     }
     Ok(out)
@@ -125,7 +122,7 @@ pub fn expand(text: &str) -> Result<Vec<TensorInfo>, RangesError> {
 /// first error (the line's or `f`'s) ends the reading.
 fn for_each_line(
     text: &str,
-    mut f: impl FnMut(usize, Vec<String>, Dtype, &Vec<u64>) -> Result<(), RangesError>,
+    mut f: impl FnMut(usize, Names, Dtype, &[u64]) -> Result<(), RangesError>,
 ) -> Result<(), RangesError> {
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -142,7 +139,7 @@ fn for_each_line(
         let dtype = Dtype::parse(dtype_text)
             .ok_or_else(|| syntax(format!("unknown dtype `{dtype_text}`")))?;
         let shape = parse_shape(shape_text.trim()).map_err(syntax)?;
-        let names = expand_name(name_part, line)?;
+        let names = Names::parse(name_part, line)?;
         f(line, names, dtype, &shape)?;
     }
     Ok(())
@@ -153,7 +150,16 @@ fn for_each_line(
 fn first_repeat(text: &str) -> Option<RangesError> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let scan = for_each_line(text, |line, names, _, _| {
-        let repeat = names.into_iter().filter(|n| !seen.insert(n.clone())).min();
+        let mut repeat: Option<String> = None;
+        names.for_each(|n| {
+            if seen.contains(n) {
+                if repeat.as_deref().is_none_or(|r| n < r) {
+                    repeat = Some(n.to_string());
+                }
+            } else {
+                seen.insert(n.to_string());
+            }
+        });
         match repeat {
             Some(tensor) => Err(RangesError::Duplicate { line, tensor }),
             None => Ok(()),
@@ -282,75 +288,94 @@ enum NamePart<'a> {
     Pattern(&'a str),
 }
 
-fn expand_name(part: NamePart<'_>, line: usize) -> Result<Vec<String>, RangesError> {
-    let pattern = match part {
-        NamePart::Quoted(name) => return Ok(vec![name]),
-        NamePart::Pattern(p) => p,
-    };
-    let syntax = |message: String| RangesError::Syntax { line, message };
-    let mut choices: Vec<Vec<String>> = Vec::new();
-    let mut total: u64 = 1;
-    for seg in pattern.split('.') {
-        if let Some(inner) = seg.strip_prefix('{') {
-            let inner = inner
-                .strip_suffix('}')
-                .ok_or_else(|| syntax(format!("unclosed index set `{seg}`")))?;
-            let set = parse_set(inner).map_err(syntax)?;
-            let n = set.iter().map(|(a, b)| b - a + 1).sum::<u64>();
-            total = total.saturating_mul(n);
-            if total > MAX_EXPANDED {
-                return Err(RangesError::TooMany {
-                    line,
-                    max: MAX_EXPANDED,
+/// A line's names, parsed but not yet written: each path segment's choices.
+struct Names {
+    choices: Vec<Vec<String>>,
+}
+
+impl Names {
+    fn parse(part: NamePart<'_>, line: usize) -> Result<Names, RangesError> {
+        let pattern = match part {
+            NamePart::Quoted(name) => {
+                return Ok(Names {
+                    choices: vec![vec![name]],
                 });
             }
-            // In text order ("1" < "10" < "2"): what follows an index is a dot or the end,
-            // both before any digit, so each line's names come out in name order and the sort
-            // in `expand` only merges one run per line.
-            let mut options: Vec<String> = set
-                .iter()
-                .flat_map(|&(a, b)| (a..=b).map(|i| i.to_string()))
-                .collect();
-            options.sort_unstable();
-            choices.push(options);
-        } else if seg.contains('{') || seg.contains('}') {
-            return Err(syntax(format!(
-                "index set must be a whole path segment, got `{seg}`"
-            )));
-        } else {
-            choices.push(vec![seg.to_string()]);
-        }
-    }
-    if choices.iter().any(Vec::is_empty) {
-        return Ok(Vec::new());
-    }
-    // Each name written once, at its full length: the choices as an odometer, last fastest.
-    let longest: usize = choices
-        .iter()
-        .map(|o| o.iter().map(String::len).max().unwrap_or(0) + 1)
-        .sum();
-    let mut names = Vec::with_capacity(total as usize);
-    let mut at = vec![0usize; choices.len()];
-    loop {
-        let mut name = String::with_capacity(longest);
-        for (i, (options, &k)) in choices.iter().zip(&at).enumerate() {
-            if i > 0 {
-                name.push('.');
+            NamePart::Pattern(p) => p,
+        };
+        let syntax = |message: String| RangesError::Syntax { line, message };
+        let mut choices: Vec<Vec<String>> = Vec::new();
+        let mut total: u64 = 1;
+        for seg in pattern.split('.') {
+            if let Some(inner) = seg.strip_prefix('{') {
+                let inner = inner
+                    .strip_suffix('}')
+                    .ok_or_else(|| syntax(format!("unclosed index set `{seg}`")))?;
+                let set = parse_set(inner).map_err(syntax)?;
+                let n = set.iter().map(|(a, b)| b - a + 1).sum::<u64>();
+                total = total.saturating_mul(n);
+                if total > MAX_EXPANDED {
+                    return Err(RangesError::TooMany {
+                        line,
+                        max: MAX_EXPANDED,
+                    });
+                }
+                // In text order ("1" < "10" < "2"): what follows an index is a dot or the end,
+                // both before any digit, so each line's names come out in name order and the
+                // sort in `expand` only merges one run per line.
+                let mut options: Vec<String> = set
+                    .iter()
+                    .flat_map(|&(a, b)| (a..=b).map(|i| i.to_string()))
+                    .collect();
+                options.sort_unstable();
+                choices.push(options);
+            } else if seg.contains('{') || seg.contains('}') {
+                return Err(syntax(format!(
+                    "index set must be a whole path segment, got `{seg}`"
+                )));
+            } else {
+                choices.push(vec![seg.to_string()]);
             }
-            name.push_str(&options[k]);
         }
-        names.push(name);
-        let mut i = choices.len();
+        Ok(Names { choices })
+    }
+
+    /// How many names the line stands for.
+    fn len(&self) -> u64 {
+        self.choices
+            .iter()
+            .fold(1u64, |n, o| n.saturating_mul(o.len() as u64))
+    }
+
+    /// Each name, in name order, to `f`: the choices as an odometer, last fastest, in one
+    /// buffer.
+    fn for_each(&self, mut f: impl FnMut(&str)) {
+        if self.choices.iter().any(Vec::is_empty) {
+            return;
+        }
+        let mut name = String::new();
+        let mut at = vec![0usize; self.choices.len()];
         loop {
-            if i == 0 {
-                return Ok(names);
+            name.clear();
+            for (i, (options, &k)) in self.choices.iter().zip(&at).enumerate() {
+                if i > 0 {
+                    name.push('.');
+                }
+                name.push_str(&options[k]);
             }
-            i -= 1;
-            at[i] += 1;
-            if at[i] < choices[i].len() {
-                break;
+            f(&name);
+            let mut i = self.choices.len();
+            loop {
+                if i == 0 {
+                    return;
+                }
+                i -= 1;
+                at[i] += 1;
+                if at[i] < self.choices[i].len() {
+                    break;
+                }
+                at[i] = 0;
             }
-            at[i] = 0;
         }
     }
 }
@@ -403,11 +428,15 @@ fn parse_shape(text: &str) -> Result<Vec<u64>, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::TensorInfo;
     use super::*;
 
     #[test]
     fn a_line_expands_in_name_order() {
-        let names = expand_name(NamePart::Pattern("m.{0-12,20}.x.{1-10}.w"), 1).unwrap();
+        let mut names = Vec::new();
+        Names::parse(NamePart::Pattern("m.{0-12,20}.x.{1-10}.w"), 1)
+            .unwrap()
+            .for_each(|n| names.push(n.to_string()));
         assert_eq!(names.len(), 14 * 10);
         assert!(names.is_sorted(), "{names:?}");
         assert_eq!(names[0], "m.0.x.1.w");
@@ -423,9 +452,8 @@ mod tests {
         }
     }
 
-    fn sorted(mut v: Vec<TensorInfo>) -> Vec<TensorInfo> {
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        v
+    fn sorted(v: Vec<TensorInfo>) -> Inventory {
+        Inventory::from_tensors(v, None)
     }
 
     #[test]
@@ -440,7 +468,7 @@ mod tests {
                 ));
             }
         }
-        let text = compress(&ts);
+        let text = compress(ts.iter().map(TensorInfo::as_tensor));
         assert_eq!(
             text,
             "model.layers.{3-60}.mlp.experts.{0-255}.down_proj.weight F8_E4M3 [7168, 2048]\n"
@@ -459,7 +487,7 @@ mod tests {
             t("l.5.e.1.w", Dtype::BF16, &[2]),
             t("l.7.norm", Dtype::F32, &[]),
         ];
-        let text = compress(&ts);
+        let text = compress(ts.iter().map(TensorInfo::as_tensor));
         assert_eq!(
             text,
             "l.1.e.0.w BF16 [2]\nl.5.e.1.w BF16 [2]\nl.7.norm F32 []\nl.{0,2}.e.{0-1}.w BF16 [2]\n"
@@ -476,7 +504,7 @@ mod tests {
             t("\"quoted", Dtype::BOOL, &[]),
             t("x..y.", Dtype::F16, &[1, 2, 3]),
         ];
-        let text = compress(&ts);
+        let text = compress(ts.iter().map(TensorInfo::as_tensor));
         assert_eq!(expand(&text).unwrap(), sorted(ts));
     }
 

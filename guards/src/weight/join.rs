@@ -14,7 +14,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
 use super::{code, shape_str};
-use crate::truth::TensorInfo;
+use crate::truth::{Inventory, Tensor};
 
 /// Index values of one name, in segment order. Four inline slots cover every layout we know
 /// (layer, expert, MTP layer, sub-block) without a heap allocation per tensor.
@@ -34,10 +34,11 @@ enum Slot {
 fn normalize(name: &str, placeholders: bool, pattern: &mut String, mut slot: impl FnMut(Slot)) {
     pattern.clear();
     let mut next = 0;
-    // Every dot found in one pass (this runs for each of a checkpoint's 92k names).
+    // One pass over the bytes (this runs for each of a checkpoint's 92k names, ~50 bytes each:
+    // too short for a vectorized search to pay for its calls).
+    let bytes = name.as_bytes();
     let mut start = 0;
-    let ends = memchr::memchr_iter(b'.', name.as_bytes()).chain(std::iter::once(name.len()));
-    for end in ends {
+    for end in (0..=bytes.len()).filter(|&i| i == bytes.len() || bytes[i] == b'.') {
         let seg = &name[start..end];
         if start > 0 {
             pattern.push('.');
@@ -397,7 +398,7 @@ impl Findings {
     }
 
     /// Compares the checkpoint tensor `t` with the spec leaf that owns it.
-    fn compare(&mut self, owner: &Template, t: &TensorInfo, at: (&str, &[i128])) {
+    fn compare(&mut self, owner: &Template, t: &Tensor, at: (&str, &[i128])) {
         let (pattern, tuple) = at;
         let (leaf, row) = (&owner.leaf, Some(owner.row));
         let guard = if leaf.packed { "packing" } else { "weight" };
@@ -405,7 +406,7 @@ impl Findings {
             && leaf
                 .shape
                 .iter()
-                .zip(&t.shape)
+                .zip(t.shape)
                 .all(|(&q, &d)| q == d as i128);
         if !same_shape {
             let got: Vec<i128> = t.shape.iter().map(|&d| d as i128).collect();
@@ -456,13 +457,7 @@ impl Findings {
 /// W002, and W007 where several leaves claim one: the tuples of templates that claimed fewer
 /// checkpoint tensors than they stand for. Only those templates are listed, against the
 /// checkpoint tuples of their own patterns.
-fn missing(
-    join: &Join,
-    owners: &[&str],
-    hits: &[u128],
-    tensors: &[TensorInfo],
-    found: &mut Findings,
-) {
+fn missing(join: &Join, owners: &[&str], hits: &[u128], tensors: &Inventory, found: &mut Findings) {
     let short: Vec<&Template> = join
         .templates
         .iter()
@@ -476,9 +471,9 @@ fn missing(
     let wanted: FxHashSet<u32> = short.iter().map(|t| t.pattern).collect();
     let mut present: FxHashSet<(u32, Tuple)> = FxHashSet::default();
     let (mut pattern, mut tuple) = (String::new(), Tuple::new());
-    for t in tensors {
+    for t in tensors.iter() {
         tuple.clear();
-        normalize(&t.name, false, &mut pattern, |slot| {
+        normalize(t.name, false, &mut pattern, |slot| {
             if let Slot::Fixed(v) = slot {
                 tuple.push(v);
             }
@@ -516,27 +511,26 @@ fn missing(
 /// than one claims (W007), shapes and dtypes of what one owns (W003-W005, P001-P002), and then
 /// what the spec declares that the checkpoint lacks (W002). `owners` names each row's leaf.
 /// A large checkpoint is probed in parts on every core; the parts' findings are merged.
-pub(super) fn probe(join: &Join, owners: &[&str], tensors: &[TensorInfo]) -> Probed {
+pub(super) fn probe(join: &Join, owners: &[&str], tensors: &Inventory) -> Probed {
     // Below this many tensors a part, a thread costs more than it saves.
     probe_in_parts(join, owners, tensors, 16_384)
 }
 
-fn probe_in_parts(join: &Join, owners: &[&str], tensors: &[TensorInfo], least: usize) -> Probed {
+fn probe_in_parts(join: &Join, owners: &[&str], tensors: &Inventory, least: usize) -> Probed {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(tensors.len().div_ceil(least))
         .max(1);
     let size = tensors.len().div_ceil(threads).max(1);
-    let run = |k: usize, part: &[TensorInfo]| probe_part(join, owners, part, k * size);
+    let run = |k: usize| {
+        let part = (k * size).min(tensors.len())..((k + 1) * size).min(tensors.len());
+        probe_part(join, owners, tensors.range(part), k * size)
+    };
     let mut all = std::thread::scope(|scope| {
-        let mut chunks = tensors.chunks(size).enumerate();
         // This thread probes the first part; an empty checkpoint is one empty part.
-        let (k, first) = chunks.next().unwrap_or((0, &[]));
-        let others: Vec<_> = chunks
-            .map(|(k, part)| scope.spawn(move || run(k, part)))
-            .collect();
-        let mut all = run(k, first);
+        let others: Vec<_> = (1..threads).map(|k| scope.spawn(move || run(k))).collect();
+        let mut all = run(0);
         for other in others {
             match other.join() {
                 Ok(part) => all.merge(part),
@@ -585,14 +579,19 @@ impl Probed {
 }
 
 /// [`probe`] over `tensors`, the checkpoint's tensors from position `offset` on.
-fn probe_part(join: &Join, owners: &[&str], tensors: &[TensorInfo], offset: usize) -> Probed {
+fn probe_part<'a>(
+    join: &Join,
+    owners: &[&str],
+    tensors: impl Iterator<Item = Tensor<'a>>,
+    offset: usize,
+) -> Probed {
     let mut out = Probed::new(join.templates.len());
     let found = &mut out.found;
     let (mut pattern, mut tuple) = (String::new(), Tuple::new());
-    for (k, t) in tensors.iter().enumerate() {
+    for (k, t) in tensors.enumerate() {
         out.bytes += t.nbytes();
         tuple.clear();
-        normalize(&t.name, false, &mut pattern, |slot| {
+        normalize(t.name, false, &mut pattern, |slot| {
             if let Slot::Fixed(v) = slot {
                 tuple.push(v);
             }
@@ -619,7 +618,7 @@ fn probe_part(join: &Join, owners: &[&str], tensors: &[TensorInfo], offset: usiz
         }
         found.claimed_twice(join, owners, &claims, &tuple);
         out.matched += 1;
-        found.compare(&join.templates[first], t, (&pattern, &tuple));
+        found.compare(&join.templates[first], &t, (&pattern, &tuple));
     }
     out
 }
@@ -629,6 +628,7 @@ fn probe_part(join: &Join, owners: &[&str], tensors: &[TensorInfo], offset: usiz
 #[cfg(test)]
 mod probe_matches_listing {
     use super::*;
+    use crate::truth::TensorInfo;
     use harch_engine::analysis::StoredTensor;
     use harch_engine::ops::LeafKind;
     use harch_engine::q::Q;
@@ -721,7 +721,7 @@ mod probe_matches_listing {
                 ),
                 Some(t) => {
                     matched += 1;
-                    found.compare(owner, t, (pattern, tuple));
+                    found.compare(owner, &t.as_tensor(), (pattern, tuple));
                 }
             }
         }
@@ -810,7 +810,8 @@ mod probe_matches_listing {
             let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
             let join = Join::build(&rows, &packed);
             // Parts of at least 3 tensors: the merge of parts is held to the listing too.
-            let probed = probe_in_parts(&join, &owners, &tensors, 3);
+            let inventory = Inventory::from_tensors(tensors.clone(), None);
+            let probed = probe_in_parts(&join, &owners, &inventory, 3);
             let (mut found, matched) = (probed.found.found, probed.matched);
             for tuples in found.values_mut() {
                 tuples.sort_unstable();

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Prove the file reproduces the truth before it replaces anything.
     let back = snapshot::to_truth(&snapshot::decode(&bytes)?)?;
     anyhow::ensure!(
-        back.inventory.tensors.len() == truth.inventory.tensors.len()
+        back.inventory.len() == truth.inventory.len()
             && back.inventory.total_bytes() == truth.inventory.total_bytes(),
         "snapshot does not reproduce the inventory"
     );

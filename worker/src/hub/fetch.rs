@@ -268,7 +268,7 @@ async fn fetch_online(
         parsed.push((s.file.clone(), s.header));
         shard_files.push((s.file, s.etag, s.file_len, s.json));
     }
-    let inventory = index::assemble(index.as_ref(), parsed).map_err(|e| FetchError::Invalid {
+    let inventory = index::assemble(index, parsed).map_err(|e| FetchError::Invalid {
         repo: opts.model_id.clone(),
         file: truth_dir::INDEX.into(),
         message: format!("index and shard headers disagree: {e}"),
@@ -356,7 +356,7 @@ async fn fetch_online(
         requested_revision: Some(opts.revision.clone()),
         origin: "hub".into(),
         files: records,
-        tensor_count: Some(inventory.tensors.len()),
+        tensor_count: Some(inventory.len()),
         total_bytes: u64::try_from(inventory.total_bytes()).ok(),
         source_origin: source_origin.clone(),
     };
@@ -598,7 +598,7 @@ fn from_snapshot(opts: &FetchOptions, started: Instant) -> Result<FetchReport, F
         requested_revision: Some(opts.revision.clone()),
         origin: "snapshot".into(),
         files: Vec::new(),
-        tensor_count: Some(truth.inventory.tensors.len()),
+        tensor_count: Some(truth.inventory.len()),
         total_bytes: u64::try_from(truth.inventory.total_bytes()).ok(),
         source_origin: source_origin.clone(),
     };

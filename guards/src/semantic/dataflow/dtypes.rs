@@ -33,7 +33,7 @@ pub fn expected(truth: &Truth) -> Option<Expected> {
         });
     }
     let mut n: BTreeMap<Dtype, usize> = BTreeMap::new();
-    for t in &truth.inventory.tensors {
+    for t in truth.inventory.iter() {
         if matches!(t.dtype, Dtype::BF16 | Dtype::F16 | Dtype::F32) {
             *n.entry(t.dtype).or_default() += 1;
         }

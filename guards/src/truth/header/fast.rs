@@ -4,12 +4,11 @@
 //! checked path reads the header again to say precisely what is wrong. The two paths agree on
 //! every header the fast one accepts (`header_fuzz::fast_and_checked_paths_agree`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{Deserializer, Error, IgnoredAny, MapAccess, Visitor};
 
-use super::{Dtype, Header, HeaderTensor, Shape, check_layout, sort_by_name, tensor};
+use super::{Dtype, Header, Shape, check_layout, check_tensor};
 
 /// The header, or `None` for the checked path to explain.
 pub(super) fn parse(json: &[u8], payload_len: Option<u64>) -> Option<Header> {
@@ -17,21 +16,15 @@ pub(super) fn parse(json: &[u8], payload_len: Option<u64>) -> Option<Header> {
     // rejects any invalid byte, so check it here too.
     let text = std::str::from_utf8(json).ok()?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let (mut tensors, metadata) = de.deserialize_map(Entries { len: json.len() }).ok()?;
+    let mut header = de.deserialize_map(Entries { len: json.len() }).ok()?;
     de.end().ok()?;
-    check_layout(&mut tensors, payload_len).ok()?;
-    sort_by_name(&mut tensors);
-    if tensors.windows(2).any(|w| w[0].info.name == w[1].info.name) {
+    check_layout(&mut header, payload_len).ok()?;
+    header.sort_by_name();
+    if header.repeated_name().is_some() {
         return None;
     }
-    Some(Header {
-        tensors,
-        metadata,
-        json_len: json.len() as u64,
-    })
+    Some(header)
 }
-
-type Metadata = Option<BTreeMap<String, String>>;
 
 /// The top-level object: tensor entries and at most one `__metadata__`.
 struct Entries {
@@ -40,22 +33,22 @@ struct Entries {
 }
 
 impl<'de> Visitor<'de> for Entries {
-    type Value = (Vec<HeaderTensor>, Metadata);
+    type Value = Header;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a safetensors header")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
         // No entry is shorter than 50 bytes; unused capacity is never touched.
-        let mut tensors = Vec::with_capacity(self.len / 50);
-        let mut metadata = None;
-        while let Some(name) = map.next_key::<String>()? {
+        let mut header = Header::with_capacity(self.len / 50, self.len as u64);
+        // Borrowed: a name with an escape is not borrowable and goes to the checked path.
+        while let Some(name) = map.next_key::<&str>()? {
             if name == "__metadata__" {
-                if metadata.is_some() {
+                if header.metadata.is_some() {
                     return Err(A::Error::custom("two __metadata__"));
                 }
-                metadata = Some(map.next_value()?);
+                header.metadata = Some(map.next_value()?);
                 continue;
             }
             let Entry {
@@ -63,10 +56,10 @@ impl<'de> Visitor<'de> for Entries {
                 shape,
                 offsets,
             } = map.next_value()?;
-            let t = tensor(name, dtype, shape, offsets).map_err(A::Error::custom)?;
-            tensors.push(t);
+            check_tensor(name, dtype, &shape, offsets).map_err(A::Error::custom)?;
+            header.push(name, dtype, shape, offsets);
         }
-        Ok((tensors, metadata))
+        Ok(header)
     }
 }
 

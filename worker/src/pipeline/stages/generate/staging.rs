@@ -335,7 +335,7 @@ fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
     if !has(truth_dir::INVENTORY) {
         extra.push(StagedFile::bytes(
             truth_dir::INVENTORY,
-            ranges::compress(&truth.inventory.tensors),
+            ranges::compress(truth.inventory.iter()),
         ));
     }
     for (name, text) in &truth.sources {
