@@ -9,8 +9,10 @@
 //! header by name, the sizes truth.json records) and of the running executable's identity
 //! (size and modification time), so a changed file, a new file or a rebuilt harch never sees
 //! an old entry. Directories that hold real `.safetensors` files are read every time (their
-//! headers are a prefix of files too large to hash). What failed a check is never kept:
-//! errors are found, and reported, every time.
+//! headers are a prefix of files too large to hash). A bundled snapshot's inventory is kept by
+//! its compressed lines (expanding DeepSeek-V3's 43 lines into 91,991 tensors is most of a
+//! `validate` of it). What failed a check is never kept: errors are found, and reported, every
+//! time.
 //!
 //! An entry is as trustworthy as the directory it lives in. The default is under the user's
 //! cache directory; the worker verifies an agent's spec with its own process and directory,
@@ -69,12 +71,35 @@ impl InventoryCache {
         packed::decode(body)
     }
 
-    /// Keeps `inventory` under `key`, replacing any entry atomically.
+    /// Keeps `inventory` under `key`, replacing any entry atomically, and drops the oldest
+    /// entries beyond [`KEEP`].
     pub fn put(&self, key: &Key, inventory: &Inventory) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.root)?;
-        harch_files::write_atomic(&self.path(key), &entry(inventory))
+        harch_files::write_atomic(&self.path(key), &entry(inventory))?;
+        self.prune(KEEP)
+    }
+
+    /// Removes all but the `keep` newest entries (every rebuild of harch starts new ones).
+    fn prune(&self, keep: usize) -> std::io::Result<()> {
+        let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&self.root)?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".inv"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if found.len() <= keep {
+            return Ok(());
+        }
+        found.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, old) in &found[keep..] {
+            // Another process may have removed it first.
+            let _ = std::fs::remove_file(old);
+        }
+        Ok(())
     }
 }
+
+/// Entries kept at most: DeepSeek-V3's is 7 MB.
+pub const KEEP: usize = 32;
 
 /// An entry's bytes: the encoded inventory and its CRC-32, which [`InventoryCache::get`]
 /// checks (a damaged entry is read past, not trusted).

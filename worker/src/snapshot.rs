@@ -9,7 +9,9 @@ use anyhow::{Context, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use harch_guards::truth::{Truth, ranges};
+use harch_guards::truth::{Inventory, Truth, ranges};
+
+use crate::inventory_cache::{self, InventoryCache};
 use serde::{Deserialize, Serialize};
 
 include!(concat!(env!("OUT_DIR"), "/snapshots.rs"));
@@ -49,7 +51,37 @@ pub fn load_snapshot(model_id: &str) -> Option<Truth> {
 
 /// Like [`load_snapshot`], but says why a bundled snapshot could not be read.
 pub fn try_load_snapshot(model_id: &str) -> anyhow::Result<Option<Truth>> {
-    bundled(model_id)?.map(|snap| to_truth(&snap)).transpose()
+    try_load_snapshot_cached(model_id, None)
+}
+
+/// [`try_load_snapshot`], taking the expanded inventory from `cache` when these lines were
+/// expanded and checked before (DeepSeek-V3's 43 lines are 91,991 tensors).
+pub fn try_load_snapshot_cached(
+    model_id: &str,
+    cache: Option<&InventoryCache>,
+) -> anyhow::Result<Option<Truth>> {
+    let Some(snap) = bundled(model_id)? else {
+        return Ok(None);
+    };
+    let key = cache.and_then(|_| {
+        let recorded = format!(
+            "{:?} {:?} {} {}",
+            snap.inventory, snap.total_size, snap.tensor_count, snap.total_bytes
+        );
+        inventory_cache::key([("snapshot", inventory_cache::digest(recorded.as_bytes()))])
+    });
+    if let (Some(cache), Some(key)) = (cache, &key)
+        && let Some(inventory) = cache.get(key)
+    {
+        return Ok(Some(truth_of(&snap, inventory)));
+    }
+    let truth = to_truth(&snap)?;
+    if let (Some(cache), Some(key)) = (cache, &key)
+        && let Err(e) = cache.put(key, &truth.inventory)
+    {
+        tracing::debug!("keeping the inventory of the {model_id} snapshot: {e}");
+    }
+    Ok(Some(truth))
 }
 
 /// The bundled snapshot of `model_id`, decoded but not expanded.
@@ -136,11 +168,15 @@ pub fn to_truth(snap: &Snapshot) -> anyhow::Result<Truth> {
             snap.total_bytes
         );
     }
-    Ok(Truth {
+    Ok(truth_of(snap, inventory))
+}
+
+fn truth_of(snap: &Snapshot, inventory: Inventory) -> Truth {
+    Truth {
         config: snap.config.clone(),
         inventory,
         sources: Default::default(),
         model_id: Some(snap.model_id.clone()),
         revision: snap.revision.clone(),
-    })
+    }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use harch_guards::truth::Truth;
 
+use crate::inventory_cache::InventoryCache;
 use crate::snapshot;
 use crate::specs::{self, Target};
 
@@ -91,21 +92,21 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
 /// The truth `arg` is checked against, and where it came from: the truth directory, else the
 /// bundled snapshot of a model id, else nothing yet (a spec alone finds its snapshot later).
 fn read_truth(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<(Truth, String)> {
+    let cache = InventoryCache::from_env();
     Ok(match truth_dir {
         Some(dir) => (
-            crate::truth_dir::load_truth_dir_cached(
-                dir,
-                crate::inventory_cache::InventoryCache::from_env().as_ref(),
-            )
-            .with_context(|| format!("reading truth directory {}", dir.display()))?,
+            crate::truth_dir::load_truth_dir_cached(dir, cache.as_ref())
+                .with_context(|| format!("reading truth directory {}", dir.display()))?,
             dir.display().to_string(),
         ),
-        None if looks_like_model_id(arg) => match snapshot::try_load_snapshot(arg)? {
-            Some(t) => (t, format!("bundled snapshot of {arg}")),
-            None => bail!(
-                "no bundled snapshot of `{arg}`; fetch it first (`harch-worker fetch {arg} --out DIR`) and pass `--truth DIR`"
-            ),
-        },
+        None if looks_like_model_id(arg) => {
+            match snapshot::try_load_snapshot_cached(arg, cache.as_ref())? {
+                Some(t) => (t, format!("bundled snapshot of {arg}")),
+                None => bail!(
+                    "no bundled snapshot of `{arg}`; fetch it first (`harch-worker fetch {arg} --out DIR`) and pass `--truth DIR`"
+                ),
+            }
+        }
         None => (Truth::default(), String::new()),
     })
 }

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use harch_guards::truth::Inventory;
-use harch_worker::inventory_cache::{InventoryCache, entry};
-use harch_worker::snapshot::load_snapshot;
+use harch_worker::inventory_cache::{InventoryCache, KEEP, entry};
+use harch_worker::snapshot::{load_snapshot, try_load_snapshot_cached};
 use harch_worker::synth::write_sharded_truth_dir;
 use harch_worker::truth_dir::{load_truth_dir, load_truth_dir_cached};
 
@@ -155,4 +155,57 @@ fn an_unwritable_cache_costs_nothing_but_time() {
     let cache = InventoryCache::new(blocked.join("cache"));
     let truth = load_truth_dir_cached(&out, Some(&cache)).unwrap();
     assert_eq!(truth.inventory, load_truth_dir(&out).unwrap().inventory);
+}
+
+#[test]
+fn a_bundled_snapshot_is_expanded_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = InventoryCache::new(dir.path().to_path_buf());
+    let id = "deepseek-ai/DeepSeek-V2-Lite";
+    let want = load_snapshot(id).unwrap();
+    let first = try_load_snapshot_cached(id, Some(&cache)).unwrap().unwrap();
+    assert_eq!(first.inventory, want.inventory);
+    let kept = entries(dir.path());
+    assert_eq!(kept.len(), 1);
+    let second = try_load_snapshot_cached(id, Some(&cache)).unwrap().unwrap();
+    assert_eq!(second.inventory, want.inventory);
+    assert_eq!(second.config, want.config);
+    assert_eq!(second.model_id.as_deref(), Some(id));
+    // What a read returns is the entry: another (well-formed) inventory in it shows.
+    let fewer = Inventory::from_tensors(
+        want.inventory.iter().skip(1).map(|t| t.to_info()),
+        want.inventory.total_size,
+    );
+    std::fs::write(&kept[0], entry(&fewer)).unwrap();
+    let third = try_load_snapshot_cached(id, Some(&cache)).unwrap().unwrap();
+    assert_eq!(third.inventory, fewer);
+    // Another snapshot has an entry of its own.
+    try_load_snapshot_cached("Qwen/Qwen3-8B", Some(&cache)).unwrap();
+    assert_eq!(entries(dir.path()).len(), 2);
+}
+
+#[test]
+fn only_the_newest_entries_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    std::fs::create_dir_all(&root).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for k in 0..KEEP + 5 {
+        let path = root.join(format!("{k:064x}.inv"));
+        std::fs::write(&path, b"stale").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(old + std::time::Duration::from_secs(k as u64))
+            .unwrap();
+    }
+    std::fs::write(root.join("notes.txt"), b"not an entry").unwrap();
+    let cache = InventoryCache::new(root.clone());
+    load_truth_dir_cached(&sharded().1, Some(&cache)).unwrap();
+    let left = entries(&root);
+    assert_eq!(left.len(), KEEP + 1, "{left:?}");
+    assert!(left.contains(&root.join("notes.txt")));
+    // The oldest went first; the newest stayed.
+    for k in 0..6 {
+        assert!(!left.contains(&root.join(format!("{k:064x}.inv"))), "{k}");
+    }
+    assert!(left.contains(&root.join(format!("{:064x}.inv", KEEP + 4))));
 }
