@@ -194,7 +194,10 @@ fn load_inventory(
     }
     let inventory = index::assemble(index, shards)
         .with_context(|| format!("{}: index and shard headers disagree", dir.display()))?;
+    // Kept only if the files still hash to the key: one rewritten while it was parsed would
+    // otherwise leave its new inventory under its old bytes' key.
     if let Some((cache, key)) = cached
+        && cache_key(dir, &listed, &sizes).as_ref() == Some(&key)
         && let Err(e) = cache.put(&key, &inventory)
     {
         // A cache that cannot be written costs time, not correctness.
