@@ -35,26 +35,27 @@ fn normalize(name: &str, placeholders: bool, pattern: &mut String, mut slot: imp
     pattern.clear();
     let mut next = 0;
     // One pass over the bytes (this runs for each of a checkpoint's 92k names, ~50 bytes each:
-    // too short for a vectorized search to pay for its calls).
+    // too short for a vectorized search to pay for its calls), copying the text between index
+    // segments in one piece each.
     let bytes = name.as_bytes();
-    let mut start = 0;
+    let (mut start, mut copied) = (0, 0);
     for end in (0..=bytes.len()).filter(|&i| i == bytes.len() || bytes[i] == b'.') {
         let seg = &name[start..end];
-        if start > 0 {
-            pattern.push('.');
-        }
-        if placeholders && seg.starts_with('{') && seg.ends_with('}') {
-            slot(Slot::Placeholder(next));
+        let found = if placeholders && seg.starts_with('{') && seg.ends_with('}') {
             next += 1;
-            pattern.push('#');
-        } else if let Some(v) = index_value(seg) {
-            slot(Slot::Fixed(v));
-            pattern.push('#');
+            Some(Slot::Placeholder(next - 1))
         } else {
-            pattern.push_str(seg);
+            index_value(seg).map(Slot::Fixed)
+        };
+        if let Some(found) = found {
+            pattern.push_str(&name[copied..start]);
+            pattern.push('#');
+            copied = end;
+            slot(found);
         }
         start = end + 1;
     }
+    pattern.push_str(&name[copied..]);
 }
 
 /// A segment that is an index (`3`; not `03`, `3x` or a 19-digit run, which stay names, so
@@ -625,6 +626,53 @@ fn probe_part<'a>(
 
 /// The probe against the join as defined: every row's cartesian product listed, both sides
 /// keyed by (pattern, tuple), each key's claims in row order.
+#[cfg(test)]
+mod normalized {
+    use super::*;
+
+    fn of(name: &str, placeholders: bool) -> (String, Vec<String>) {
+        let (mut pattern, mut slots) = (String::new(), Vec::new());
+        normalize(name, placeholders, &mut pattern, |s| {
+            slots.push(match s {
+                Slot::Fixed(v) => v.to_string(),
+                Slot::Placeholder(k) => format!("{{{k}}}"),
+            })
+        });
+        (pattern, slots)
+    }
+
+    #[test]
+    fn index_segments_become_placeholders_and_the_rest_stays() {
+        let cases: [(&str, bool, &str, &[&str]); 10] = [
+            (
+                "model.layers.10.mlp.experts.255.w",
+                false,
+                "model.layers.#.mlp.experts.#.w",
+                &["10", "255"],
+            ),
+            ("3", false, "#", &["3"]),
+            ("0.1", false, "#.#", &["0", "1"]),
+            ("a.03.b", false, "a.03.b", &[]),
+            ("a.3x.b", false, "a.3x.b", &[]),
+            ("", false, "", &[]),
+            ("..", false, "..", &[]),
+            ("a..7.", false, "a..#.", &["7"]),
+            ("l.{i}.e.{j}.w", true, "l.#.e.#.w", &["{0}", "{1}"]),
+            ("l.{i}.e.{j}.w", false, "l.{i}.e.{j}.w", &[]),
+        ];
+        for (name, placeholders, pattern, slots) in cases {
+            assert_eq!(
+                of(name, placeholders),
+                (
+                    pattern.to_string(),
+                    slots.iter().map(|s| s.to_string()).collect()
+                ),
+                "{name}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod probe_matches_listing {
     use super::*;
