@@ -61,9 +61,7 @@ fn main() {
         let t = truth_dir::load_truth_dir(&dir).expect("load truth dir");
         let t1 = Instant::now();
         let repo = specs::read_repo(&root, &[]).expect("spec repo");
-        let model = subject::architectures(&t.config)
-            .iter()
-            .find_map(|a| repo.model_for_architecture(a))
+        let model = subject::library_model(&repo, &t.config)
             .expect("spec")
             .to_string();
         let (report, _) = harch_guards::validate(&repo, &model, &t, &GuardSet::all());
@@ -78,9 +76,7 @@ fn main() {
     let repo_t = Instant::now();
     let repo = specs::read_repo(&root, &[]).expect("spec repo");
     let load_t = Instant::now();
-    let model = subject::architectures(&truth.config)
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
+    let model = subject::library_model(&repo, &truth.config)
         .expect("spec")
         .to_string();
     let ir = repo.load_model(&model).expect("loads");

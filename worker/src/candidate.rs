@@ -153,9 +153,7 @@ pub fn library_spec(
 ) -> anyhow::Result<Option<Candidate>> {
     let all = crate::specs::read_spec_files(spec_root)?;
     let repo = Repo::from_files(all.clone());
-    let key = crate::subject::architectures(config)
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
+    let key = crate::subject::library_model(&repo, config)
         .and_then(|m| repo.model_file(m))
         .map(str::to_string);
     Ok(key.and_then(|key| {

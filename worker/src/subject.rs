@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use harch_engine::load::Repo;
 use harch_guards::truth::Truth;
 
 use crate::inventory_cache::InventoryCache;
@@ -41,13 +42,11 @@ pub fn resolve(arg: &str, truth_dir: Option<&Path>) -> anyhow::Result<Subject> {
     let target = match repo {
         Some(repo) => {
             let repo = repo?;
-            let arch = architectures(&truth.config);
-            let Some(model) = arch
-                .iter()
-                .find_map(|a| repo.model_for_architecture(a))
-                .map(str::to_string)
-            else {
-                bail!("no library spec serves the architectures {arch:?} of `{arg}`");
+            let Some(model) = library_model(&repo, &truth.config).map(str::to_string) else {
+                bail!(
+                    "no library spec serves the architectures {:?} of `{arg}`",
+                    architectures(&truth.config)
+                );
             };
             Target::library(repo, model)
         }
@@ -144,6 +143,13 @@ fn with_native_source(mut truth: Truth) -> Truth {
         truth.sources = set.files;
     }
     truth
+}
+
+/// The library model serving the first of `config`'s architectures that `repo` has a spec for.
+pub fn library_model<'r>(repo: &'r Repo, config: &serde_json::Value) -> Option<&'r str> {
+    architectures(config)
+        .iter()
+        .find_map(|a| repo.model_for_architecture(a))
 }
 
 pub fn architectures(config: &serde_json::Value) -> Vec<String> {

@@ -42,13 +42,11 @@ pub fn validate_truth_dir(
         truth.sources = set.files;
     }
     let repo = specs::read_repo(&specs::root(), &[])?;
-    let archs = subject::architectures(&truth.config);
-    let Some(model) = archs
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
-        .map(str::to_string)
-    else {
-        bail!("no library spec serves the architectures {archs:?} of {model_id}");
+    let Some(model) = subject::library_model(&repo, &truth.config).map(str::to_string) else {
+        bail!(
+            "no library spec serves the architectures {:?} of {model_id}",
+            subject::architectures(&truth.config)
+        );
     };
     let (report, _) = harch_guards::validate(&repo, &model, &truth, &guard_set(tier)?);
     Ok(VerifyOutcome {

@@ -37,9 +37,7 @@ fn job() -> &'static Job {
             .expect("run scripts/fetch-transformers-src (or set HARCH_TRANSFORMERS_SRC)")
             .files;
         let repo = specs::read_repo(&root(), &[]).unwrap();
-        let model = subject::architectures(&truth.config)
-            .iter()
-            .find_map(|a| repo.model_for_architecture(a))
+        let model = subject::library_model(&repo, &truth.config)
             .unwrap()
             .to_string();
         let ir = repo.load_model(&model).unwrap();
@@ -671,9 +669,7 @@ fn review_prompts_of_library_models_fit_half_a_200k_window() {
         truth.sources = source::resolve_native(&truth.config)
             .expect("run scripts/fetch-transformers-src")
             .files;
-        let model = subject::architectures(&truth.config)
-            .iter()
-            .find_map(|a| repo.model_for_architecture(a))
+        let model = subject::library_model(&repo, &truth.config)
             .unwrap()
             .to_string();
         let ir = repo.load_model(&model).unwrap();

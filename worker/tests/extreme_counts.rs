@@ -17,11 +17,7 @@ fn repo() -> Repo {
 }
 
 fn validate(repo: &Repo, t: &Truth) -> Report {
-    let model = subject::architectures(&t.config)
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
-        .unwrap()
-        .to_string();
+    let model = subject::library_model(repo, &t.config).unwrap().to_string();
     harch_guards::validate(repo, &model, t, &GuardSet::all()).0
 }
 

@@ -63,10 +63,7 @@ fn truth(model_id: &str) -> Truth {
 }
 
 fn spec_for(repo: &Repo, t: &Truth) -> String {
-    let archs = subject::architectures(&t.config);
-    archs
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
+    subject::library_model(repo, &t.config)
         .expect("a library spec serves this architecture")
         .to_string()
 }

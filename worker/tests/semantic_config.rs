@@ -34,9 +34,7 @@ fn validate(
     let repo = Repo::from_files(files);
     let mut t = truth(id);
     edit(t.config.as_object_mut().unwrap());
-    let model = subject::architectures(&t.config)
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
+    let model = subject::library_model(&repo, &t.config)
         .unwrap()
         .to_string();
     harch_guards::validate(&repo, &model, &t, &GuardSet::all()).0

@@ -102,10 +102,7 @@ fn spec_nodes(spec: Option<&str>, config: &serde_json::Value) -> anyhow::Result<
         Some(s) => specs::resolve_spec(&root, s)?,
         None => {
             let repo = specs::read_repo(&root, &[])?;
-            let model = subject::architectures(config)
-                .iter()
-                .find_map(|a| repo.model_for_architecture(a))
-                .map(str::to_string);
+            let model = subject::library_model(&repo, config).map(str::to_string);
             match model {
                 Some(model) => specs::Target::library(repo, model),
                 None => return Ok(SpecNodes::unchecked()),

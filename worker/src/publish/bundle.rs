@@ -201,15 +201,13 @@ fn job_candidate(
     }
     let repo = crate::specs::read_repo(spec_root, &[])
         .map_err(|e| PublishError::permanent(format!("{e:#}")))?;
-    let archs = crate::subject::architectures(config);
-    let Some(file) = archs
-        .iter()
-        .find_map(|a| repo.model_for_architecture(a))
+    let Some(file) = crate::subject::library_model(&repo, config)
         .and_then(|m| repo.model_file(m))
         .map(str::to_string)
     else {
         return Err(PublishError::permanent(format!(
-            "no spec to publish: the job ran no generate stage and no library spec serves {archs:?}"
+            "no spec to publish: the job ran no generate stage and no library spec serves {:?}",
+            crate::subject::architectures(config)
         )));
     };
     let text = std::fs::read_to_string(spec_root.join(&file))

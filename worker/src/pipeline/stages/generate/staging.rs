@@ -141,9 +141,7 @@ pub fn agent_library(
     let all = crate::specs::read_spec_files(spec_root)?;
     let library = crate::candidate::library_files(spec_root)?;
     let full_repo = Repo::from_files(all.clone());
-    let own = crate::subject::architectures(&truth.config)
-        .iter()
-        .find_map(|a| full_repo.model_for_architecture(a))
+    let own = crate::subject::library_model(&full_repo, &truth.config)
         .and_then(|m| full_repo.model_file(m))
         .map(str::to_string);
     let excluded = own.filter(|_| exclude_own);
