@@ -184,6 +184,12 @@ struct Entry {
 
 const NO_SHARD: u32 = u32::MAX;
 
+impl Entry {
+    fn name<'a>(&self, names: &'a str) -> &'a str {
+        &names[self.start..self.end]
+    }
+}
+
 impl PartialEq for Inventory {
     fn eq(&self, other: &Inventory) -> bool {
         self.total_size == other.total_size && self.iter().eq(other.iter())
@@ -256,11 +262,7 @@ impl Inventory {
     }
 
     /// The id of shard file `file`, added when new.
-    pub(crate) fn shard_id(
-        &mut self,
-        ids: &mut rustc_hash::FxHashMap<Box<str>, u32>,
-        file: &str,
-    ) -> u32 {
+    fn shard_id(&mut self, ids: &mut rustc_hash::FxHashMap<Box<str>, u32>, file: &str) -> u32 {
         if let Some(&id) = ids.get(file) {
             return id;
         }
@@ -277,19 +279,20 @@ impl Inventory {
     /// Stable: entries of one name keep their order.
     pub(crate) fn sort_by_name(&mut self) {
         let names = &self.names;
-        let name = |e: &Entry| &names[e.start..e.end];
-        if !self.entries.is_sorted_by(|a, b| name(a) <= name(b)) {
-            self.entries.sort_by(|a, b| name(a).cmp(name(b)));
+        if !self
+            .entries
+            .is_sorted_by(|a, b| a.name(names) <= b.name(names))
+        {
+            self.entries
+                .sort_by(|a, b| a.name(names).cmp(b.name(names)));
         }
     }
 
-    /// The first name that occurs twice (in an inventory sorted by name).
-    pub(crate) fn repeated_name(&self) -> Option<&str> {
-        let name = |e: &Entry| &self.names[e.start..e.end];
+    /// Position of the first of two tensors with one name (in an inventory sorted by name).
+    pub(crate) fn repeated(&self) -> Option<usize> {
         self.entries
             .windows(2)
-            .find(|w| name(&w[0]) == name(&w[1]))
-            .map(|w| name(&w[0]))
+            .position(|w| w[0].name(&self.names) == w[1].name(&self.names))
     }
 
     pub fn len(&self) -> usize {
@@ -302,7 +305,7 @@ impl Inventory {
 
     fn view<'a>(&'a self, e: &'a Entry) -> Tensor<'a> {
         Tensor {
-            name: &self.names[e.start..e.end],
+            name: e.name(&self.names),
             dtype: e.dtype,
             shape: &e.shape,
             shard: self.shards.get(e.shard as usize).map(|s| &**s),
@@ -329,9 +332,9 @@ impl Inventory {
 
     /// Positions of the tensors whose names start with `prefix` (the empty prefix: all).
     pub fn with_prefix(&self, prefix: &str) -> std::ops::Range<usize> {
-        let name = |e: &Entry| &self.names[e.start..e.end];
-        let lo = self.entries.partition_point(|e| name(e) < prefix);
-        let hi = lo + self.entries[lo..].partition_point(|e| name(e).starts_with(prefix));
+        let names = &self.names;
+        let lo = self.entries.partition_point(|e| e.name(names) < prefix);
+        let hi = lo + self.entries[lo..].partition_point(|e| e.name(names).starts_with(prefix));
         lo..hi
     }
 
@@ -339,7 +342,7 @@ impl Inventory {
     pub fn find(&self, name: &str) -> Option<Tensor<'_>> {
         let i = self
             .entries
-            .binary_search_by(|e| self.names[e.start..e.end].cmp(name))
+            .binary_search_by(|e| e.name(&self.names).cmp(name))
             .ok()?;
         self.get(i)
     }

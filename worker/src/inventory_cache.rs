@@ -47,10 +47,7 @@ impl InventoryCache {
             }
             return Some(InventoryCache::new(PathBuf::from(d)));
         }
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(InventoryCache::new(base.join("harch/inventory")))
+        crate::hub::harch_cache_dir("inventory").map(InventoryCache::new)
     }
 
     fn path(&self, key: &Key) -> PathBuf {

@@ -402,16 +402,13 @@ fn checked(
     // Stable: each shard's tensors are sorted already, and the sort merges such runs cheaply;
     // equal names stay in shard order for the error below.
     inventory.sort_by_name();
-    let shard = |t: &Tensor| t.shard.unwrap_or_default().to_string();
-    let repeated = inventory
-        .iter()
-        .zip(inventory.iter().skip(1))
-        .find(|(a, b)| a.name == b.name);
-    if let Some((a, b)) = repeated {
+    if let Some(i) = inventory.repeated()
+        && let (Some(a), Some(b)) = (inventory.get(i), inventory.get(i + 1))
+    {
         return Err(InventoryError::ClaimedTwice {
             tensor: a.name.to_string(),
-            first: shard(&a),
-            second: shard(&b),
+            first: shard_name(&a),
+            second: shard_name(&b),
         });
     }
     if let Some(index) = index
@@ -422,10 +419,14 @@ fn checked(
     Ok(inventory)
 }
 
+/// The file holding `t`, for an error message.
+fn shard_name(t: &Tensor) -> String {
+    t.shard.unwrap_or_default().to_string()
+}
+
 /// The first way (in tensor name order) that the index and the headers (sorted by name, each
 /// name once) disagree, if they do.
 fn first_disagreement(index: &Index, inventory: &Inventory) -> Option<InventoryError> {
-    let shard = |t: &Tensor| t.shard.unwrap_or_default().to_string();
     for (tensor, index_shard) in index.iter() {
         match inventory.find(tensor) {
             None => {
@@ -438,7 +439,7 @@ fn first_disagreement(index: &Index, inventory: &Inventory) -> Option<InventoryE
                 return Some(InventoryError::WrongShard {
                     tensor: tensor.to_string(),
                     index_shard: index_shard.to_string(),
-                    shard: shard(&t),
+                    shard: shard_name(&t),
                 });
             }
             Some(_) => {}
@@ -449,7 +450,7 @@ fn first_disagreement(index: &Index, inventory: &Inventory) -> Option<InventoryE
         .find(|t| index.shard_of(t.name).is_none())?;
     Some(InventoryError::NotInIndex {
         tensor: t.name.to_string(),
-        shard: shard(&t),
+        shard: shard_name(&t),
     })
 }
 

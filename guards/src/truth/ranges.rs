@@ -111,8 +111,8 @@ pub fn expand(text: &str) -> Result<Inventory, RangesError> {
     // one run per line. Repeated names end up side by side; which line repeats one is found
     // only then, by reading the lines again.
     out.sort_by_name();
-    if let Some(tensor) = out.repeated_name() {
-        let tensor = tensor.to_string();
+    if let Some(tensor) = out.repeated().and_then(|i| out.get(i)) {
+        let tensor = tensor.name.to_string();
         return Err(first_repeat(text).unwrap_or(RangesError::Duplicate { line: 0, tensor }));
     }
     Ok(out)

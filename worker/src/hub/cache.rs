@@ -47,6 +47,15 @@ pub enum Miss {
     Corrupt(String),
 }
 
+/// `$XDG_CACHE_HOME/harch/<name>`, else `~/.cache/harch/<name>`: where harch's caches live
+/// when no variable names one.
+pub fn harch_cache_dir(name: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("harch").join(name))
+}
+
 impl Cache {
     pub fn new(root: PathBuf) -> Cache {
         Cache { root }
@@ -57,10 +66,7 @@ impl Cache {
         if let Some(d) = std::env::var_os("HARCH_CACHE_DIR") {
             return Some(PathBuf::from(d));
         }
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(base.join("harch/hub"))
+        harch_cache_dir("hub")
     }
 
     fn manifest_path(&self, repo: &str, sha: &str) -> PathBuf {

@@ -20,7 +20,7 @@ mod names;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cache::Cache;
+pub use cache::{Cache, harch_cache_dir};
 pub use client::RetryPolicy;
 pub use error::FetchError;
 pub use fetch::fetch_truth;
