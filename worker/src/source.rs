@@ -3,9 +3,10 @@
 //!
 //! 1. the truth directory's own `source/` (read by `truth_dir::load_truth_dir`, not here);
 //! 2. `$HARCH_TRANSFORMERS_SRC/models/<model_type>/`, else the checkout's
-//!    `.cache/transformers/<version>/models/<model_type>/` (filled by
-//!    `scripts/fetch-transformers-src`), the checkout being the one the running binary sits in
-//!    (`<checkout>/target/...`), else the one it was built from, never the current directory;
+//!    `.cache/transformers/<version>/models/<model_type>/` for each pinned version in order, the
+//!    first that has the model type (filled by `scripts/fetch-transformers-src`), the checkout
+//!    being the one the running binary sits in (`<checkout>/target/...`), else the one it was
+//!    built from, never the current directory;
 //! 3. the `transformers` package of the local Python, if one is installed.
 //!
 //! Remote code (config `auto_map`) is not native: the Hub fetcher takes it from the model repo.
@@ -13,8 +14,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The transformers release whose modeling files the project reads.
-pub const TRANSFORMERS_VERSION: &str = "4.57.6";
+/// The transformers releases whose modeling files the project reads, in the order a model type
+/// is looked up: 4.57.6 describes the 2025 architectures the library was verified against, 5.23.0
+/// the 2026 ones (DeepSeek-V3.2/V4, Qwen3.5, Kimi-K2.5/K2.6, MiniMax-M3) that 4.57.6 lacks. A model
+/// type takes the first release that has it, so adding a release never changes an existing one's
+/// source. `scripts/fetch-transformers-src` fetches the same list (a test keeps them in step).
+pub const TRANSFORMERS_VERSIONS: &[&str] = &["4.57.6", "5.23.0"];
 
 pub const SRC_ENV: &str = "HARCH_TRANSFORMERS_SRC";
 
@@ -117,26 +122,26 @@ fn source_roots() -> Vec<(PathBuf, String)> {
     if let Some(dir) = std::env::var_os(SRC_ENV).filter(|d| !d.is_empty()) {
         roots.push((PathBuf::from(dir), format!("${SRC_ENV}")));
     }
-    let cached = |checkout: &Path| {
-        (
-            checkout
-                .join(".cache/transformers")
-                .join(TRANSFORMERS_VERSION),
-            format!("transformers {TRANSFORMERS_VERSION} (cached wheel)"),
-        )
+    let cached = |checkout: &Path, roots: &mut Vec<(PathBuf, String)>| {
+        for version in TRANSFORMERS_VERSIONS {
+            roots.push((
+                checkout.join(".cache/transformers").join(version),
+                format!("transformers {version} (cached wheel)"),
+            ));
+        }
     };
     // `<checkout>/target/<profile>/harch-worker` (or `.../deps/<test>`): the checkout it sits in.
     if let Ok(exe) = std::env::current_exe()
         && let Some(checkout) = exe.ancestors().skip(1).find(|d| is_checkout(d))
     {
-        roots.push(cached(checkout));
+        cached(checkout, &mut roots);
     }
     // The checkout it was built from, for a binary copied elsewhere.
     if let Some(built) = Path::new(env!("CARGO_MANIFEST_DIR")).parent()
         && is_checkout(built)
         && !roots.iter().any(|(r, _)| r.starts_with(built))
     {
-        roots.push(cached(built));
+        cached(built, &mut roots);
     }
     roots
 }
@@ -250,6 +255,20 @@ mod tests {
         assert_eq!(
             model_type_dir(&serde_json::json!({"model_type": "../etc"})),
             None
+        );
+    }
+
+    #[test]
+    fn the_fetch_script_pins_the_same_releases() {
+        let script = include_str!("../../scripts/fetch-transformers-src");
+        let pinned = script
+            .lines()
+            .find_map(|l| l.strip_prefix("PINNED=("))
+            .and_then(|l| l.strip_suffix(')'))
+            .expect("scripts/fetch-transformers-src has a PINNED=(...) line");
+        assert_eq!(
+            pinned.split_whitespace().collect::<Vec<_>>(),
+            TRANSFORMERS_VERSIONS
         );
     }
 
