@@ -50,7 +50,8 @@ impl Candidate {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("creating {}", parent.display()))?;
             }
-            crate::queue::store::write_atomic(&path, text.as_bytes())?;
+            harch_files::write_atomic(&path, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Ok(())
     }
@@ -173,7 +174,7 @@ pub fn verify_generated(
     tier: &str,
 ) -> anyhow::Result<crate::verify::VerifyOutcome> {
     let candidate = read_stage_spec(spec_dir)?;
-    let truth = crate::pipeline::stages::generate::load_truth(truth_dir)?;
+    let truth = crate::source::load_truth(truth_dir)?;
     let library = library_files(&crate::specs::root())?;
     let report = validate(&library, &candidate, &truth, &guard_set(tier)?);
     Ok(crate::verify::VerifyOutcome {

@@ -47,7 +47,7 @@ impl InventoryCache {
             }
             return Some(InventoryCache::new(PathBuf::from(d)));
         }
-        crate::hub::harch_cache_dir("inventory").map(InventoryCache::new)
+        crate::cache_dir::harch_cache_dir("inventory").map(InventoryCache::new)
     }
 
     fn path(&self, key: &Key) -> PathBuf {

@@ -5,6 +5,7 @@
 //! values. It must not re-derive quantities the engine computes.
 
 pub mod ablation;
+pub mod cache_dir;
 pub mod candidate;
 pub mod hub;
 pub mod inventory_cache;

@@ -200,6 +200,19 @@ fn python_transformers() -> Option<(PathBuf, String)> {
     Some((dir, version))
 }
 
+/// The job's truth: the truth dir, with native forward source when it has none.
+pub fn load_truth(truth_dir: &Path) -> anyhow::Result<harch_guards::truth::Truth> {
+    use anyhow::Context as _;
+    let mut truth = crate::truth_dir::load_truth_dir(truth_dir)
+        .with_context(|| format!("reading truth directory {}", truth_dir.display()))?;
+    if truth.sources.is_empty()
+        && let Some(set) = resolve_native(&truth.config)
+    {
+        truth.sources = set.files;
+    }
+    Ok(truth)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::names::check_repo_path;
+use crate::cache_dir::harch_cache_dir;
 use crate::truth_dir::{DirFiles, TruthMeta};
 
 pub struct Cache {
@@ -45,15 +46,6 @@ pub enum Miss {
     Absent,
     /// Something cached failed its check; it was evicted.
     Corrupt(String),
-}
-
-/// `$XDG_CACHE_HOME/harch/<name>`, else `~/.cache/harch/<name>`: where harch's caches live
-/// when no variable names one.
-pub fn harch_cache_dir(name: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("harch").join(name))
 }
 
 impl Cache {

@@ -20,7 +20,8 @@ mod names;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cache::{Cache, harch_cache_dir};
+pub use crate::cache_dir::harch_cache_dir;
+pub use cache::Cache;
 pub use client::RetryPolicy;
 pub use error::FetchError;
 pub use fetch::fetch_truth;

@@ -5,6 +5,7 @@
 //! not know about the queue store: it reads and writes job records only.
 
 pub mod agent_stage;
+pub mod queued;
 pub mod registry;
 pub mod runner;
 pub mod stage;

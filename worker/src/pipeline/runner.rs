@@ -17,6 +17,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::registry::StageRegistry;
 use super::stage::{StageContext, StageError, list_files, split_stage_name, stage_dir_name};
 use crate::queue::config::Settings;
+pub use crate::queue::pipeline::RunOutcome;
 use crate::queue::record::{FailureKind, JobRecord, JobState, StageState, now_ms};
 use crate::queue::store::JobStore;
 
@@ -28,17 +29,6 @@ pub struct WorkerState {
     pub worker_name: String,
     /// Becomes true when the worker is asked to stop.
     pub shutdown: watch::Receiver<bool>,
-}
-
-/// How a delivery ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// The job reached a final state in this delivery.
-    Finished(JobState),
-    /// Nothing to do: the job is final already, or another live worker runs it.
-    Skipped(&'static str),
-    /// The worker is stopping; the job is pending again and resumes on its next delivery.
-    Checkpointed,
 }
 
 enum StageEnd {

@@ -53,7 +53,7 @@ pub fn prepare(
             truth_dir.display()
         )));
     }
-    let truth = crate::pipeline::stages::generate::load_truth(&truth_dir)
+    let truth = crate::source::load_truth(&truth_dir)
         .map_err(|e| PublishError::permanent(format!("{e:#}")))?;
     let meta = crate::truth_dir::read_meta(&truth_dir)
         .map_err(|e| PublishError::permanent(format!("{e:#}")))?

@@ -92,7 +92,7 @@ pub async fn truth_for(
                 .iter()
                 .any(|a| archs.contains(a));
         if by_id || by_arch {
-            let t = crate::pipeline::stages::generate::load_truth(dir)?;
+            let t = crate::source::load_truth(dir)?;
             return Ok((t, dir.display().to_string()));
         }
     }
@@ -127,7 +127,7 @@ pub async fn truth_for(
                 .await
                 .with_context(|| format!("fetching the truth of {} at {rev}", p.model_id))?;
         }
-        let t = crate::pipeline::stages::generate::load_truth(&out)?;
+        let t = crate::source::load_truth(&out)?;
         return Ok((t, format!("{} at {rev} (Hub)", p.model_id)));
     }
     for id in crate::snapshot::snapshot_ids() {

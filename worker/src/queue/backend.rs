@@ -119,7 +119,7 @@ impl QueueBackend {
                     .heartbeat_interval(settings.heartbeat())
                     .missed_heartbeats(q.missed_heartbeats)
                     .batch_size(q.batch_size);
-                let conn = HygienicConnection::new(conn, settings.key_lifetimes());
+                let conn = HygienicConnection::new(conn, KeyLifetimes::of(settings));
                 Ok(QueueBackend::Redis(
                     RedisStorage::new(conn).with_config(config),
                 ))

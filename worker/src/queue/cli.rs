@@ -3,9 +3,11 @@
 
 use super::config::{QueueFlags, Settings};
 
-/// Reads the settings the flags select.
+/// Reads the settings the flags select, `[publish]` checked too (its refnames need git).
 pub fn setup(flags: &QueueFlags) -> anyhow::Result<Settings> {
-    Settings::load(flags)
+    let settings = Settings::load(flags)?;
+    crate::publish::config::check(&settings.publish, &settings.agent)?;
+    Ok(settings)
 }
 
 /// `setup` for commands that run a worker: `--concurrency`, when given, overrides

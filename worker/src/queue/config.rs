@@ -480,7 +480,6 @@ impl Settings {
             bail!("queue.name must not be empty");
         }
         self.queue_url()?;
-        crate::publish::config::check(&self.publish, &self.agent)?;
         Ok(())
     }
 
@@ -503,15 +502,6 @@ impl Settings {
     /// How long the store waits for a silent worker before handing its jobs on.
     pub fn lease(&self) -> Duration {
         self.heartbeat() * self.queue.missed_heartbeats as u32
-    }
-
-    /// How long Redis keeps what finished tickets and dead workers leave behind.
-    pub fn key_lifetimes(&self) -> super::redis_keys::KeyLifetimes {
-        super::redis_keys::KeyLifetimes {
-            finished: Duration::from_secs(self.queue.finished_ttl_s),
-            dead_worker: Duration::from_secs(self.queue.dead_worker_ttl_s),
-            lease: self.lease(),
-        }
     }
 
     pub fn recover_interval(&self) -> Duration {

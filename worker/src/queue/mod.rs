@@ -3,7 +3,7 @@
 //!
 //! The store only carries tickets (job ids) and delivers them at least once; the job record
 //! (`job.json` under the data dir) is the truth about a job. Nothing here knows what a stage
-//! does: that is `crate::pipeline`.
+//! does: the pipeline comes in through [`pipeline::Pipeline`].
 
 pub mod backend;
 pub mod cli;
@@ -11,6 +11,7 @@ pub mod config;
 pub mod logging;
 pub mod model_id;
 pub mod ops;
+pub mod pipeline;
 pub mod preflight;
 pub mod record;
 pub mod recover;

@@ -1,13 +1,13 @@
 //! Operator actions on jobs: enqueue (with dedupe), cancel, retry.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use super::backend::QueueBackend;
 use super::config::Settings;
 use super::model_id::{check_model_id, check_revision};
+use super::pipeline::Pipeline;
 use super::record::{FailureKind, JobRecord, JobRequest, JobState, StageState, now_ms};
 use super::store::JobStore;
-use crate::pipeline::registry::StageRegistry;
 
 /// One line of `enqueue`'s answer.
 #[derive(Debug, Clone)]
@@ -22,18 +22,13 @@ pub struct Enqueued {
 /// queued when any request is invalid.
 pub async fn enqueue(
     settings: &Settings,
-    registry: &StageRegistry,
+    pipeline: &dyn Pipeline,
     requests: Vec<JobRequest>,
 ) -> anyhow::Result<Vec<Enqueued>> {
     for r in &requests {
         check_model_id(&r.model_id)?;
         check_revision(&r.revision)?;
-        registry
-            .check_selection(&r.stages)
-            .with_context(|| format!("{}: bad --stages", r.model_id))?;
-        crate::verify::guard_set(&r.guards)
-            .with_context(|| format!("{}: bad --guards `{}`", r.model_id, r.guards))?;
-        super::preflight::check_backend(settings, r)?;
+        pipeline.check(settings, r)?;
     }
     let store = JobStore::open(settings.data_dir())?;
     let mut backend = None;

@@ -89,6 +89,15 @@ pub struct KeyLifetimes {
 }
 
 impl KeyLifetimes {
+    /// What the settings say (`queue.finished_ttl_s`, `queue.dead_worker_ttl_s`, the lease).
+    pub fn of(settings: &super::config::Settings) -> KeyLifetimes {
+        KeyLifetimes {
+            finished: Duration::from_secs(settings.queue.finished_ttl_s),
+            dead_worker: Duration::from_secs(settings.queue.dead_worker_ttl_s),
+            lease: settings.lease(),
+        }
+    }
+
     /// Seconds a worker's metadata hash lives without a renewal.
     fn worker_metadata_s(&self) -> u64 {
         (self.lease + self.dead_worker).as_secs().max(1)

@@ -11,11 +11,16 @@ use tracing::{error, info, warn};
 
 use super::backend::{JobTicket, QueueBackend};
 use super::config::Settings;
+use super::pipeline::{Delivery, Pipeline, RunOutcome};
 use super::record::JobState;
 use super::recover::requeue_lost;
 use super::store::JobStore;
-use crate::pipeline::registry::StageRegistry;
-use crate::pipeline::runner::{RunOutcome, WorkerState, run_job};
+
+/// What every delivery of one apalis worker shares.
+struct Shared {
+    delivery: Delivery,
+    pipeline: Arc<dyn Pipeline>,
+}
 
 /// Builds and runs one apalis worker over a concrete store (the two stores have different
 /// types, so this is a macro rather than a generic function with a page of bounds).
@@ -60,9 +65,10 @@ pub struct WorkerOptions {
 /// Runs a worker until it is told to stop or, with `once`, until the queue is drained.
 pub async fn run_worker(
     settings: Arc<Settings>,
-    registry: StageRegistry,
+    pipeline: impl Pipeline,
     opts: WorkerOptions,
 ) -> anyhow::Result<()> {
+    let pipeline: Arc<dyn Pipeline> = Arc::new(pipeline);
     let store = JobStore::open(settings.data_dir())?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
@@ -81,12 +87,14 @@ pub async fn run_worker(
     let mut generation = 0u32;
     loop {
         let name = worker_name(generation);
-        let state = Arc::new(WorkerState {
-            settings: settings.clone(),
-            store: store.clone(),
-            registry: registry.clone(),
-            worker_name: name.clone(),
-            shutdown: stop_rx.clone(),
+        let state = Arc::new(Shared {
+            delivery: Delivery {
+                settings: settings.clone(),
+                store: store.clone(),
+                worker_name: name.clone(),
+                shutdown: stop_rx.clone(),
+            },
+            pipeline: pipeline.clone(),
         });
         let mut backend = QueueBackend::connect(&settings).await?;
         backend.promote_due().await?;
@@ -132,11 +140,8 @@ pub async fn run_worker(
 }
 
 /// The apalis handler: one delivery of one job.
-async fn handle_ticket(
-    ticket: JobTicket,
-    state: Data<Arc<WorkerState>>,
-) -> Result<(), BoxDynError> {
-    match run_job(&state, &ticket.job_id).await {
+async fn handle_ticket(ticket: JobTicket, state: Data<Arc<Shared>>) -> Result<(), BoxDynError> {
+    match state.pipeline.run(&state.delivery, &ticket.job_id).await {
         Ok(RunOutcome::Checkpointed) => {
             // An error makes the store deliver the ticket again; the record says where to resume.
             Err("worker stopping: job checkpointed, resumes on its next delivery".into())
@@ -187,7 +192,10 @@ async fn maintain(
 
 /// Expires what finished tickets and dead workers left in the store (Redis; docs/queue.md).
 async fn sweep(backend: &mut QueueBackend, settings: &Settings) {
-    match backend.sweep(settings.key_lifetimes()).await {
+    match backend
+        .sweep(super::redis_keys::KeyLifetimes::of(settings))
+        .await
+    {
         Ok((0, 0)) => {}
         Ok((tickets, workers)) => {
             info!(

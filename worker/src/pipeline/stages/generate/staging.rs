@@ -91,17 +91,7 @@ pub struct StageRequest<'a> {
     pub agent_bin: Option<PathBuf>,
 }
 
-/// The job's truth: the truth dir, with native forward source when it has none.
-pub fn load_truth(truth_dir: &Path) -> anyhow::Result<Truth> {
-    let mut truth = truth_dir::load_truth_dir(truth_dir)
-        .with_context(|| format!("reading truth directory {}", truth_dir.display()))?;
-    if truth.sources.is_empty()
-        && let Some(set) = crate::source::resolve_native(&truth.config)
-    {
-        truth.sources = set.files;
-    }
-    Ok(truth)
-}
+pub use crate::source::load_truth;
 
 /// The spec's file name: the config's `model_type` (as the library names its specs), else the
 /// model id's name part.
