@@ -232,7 +232,7 @@ fn python_with_hf_hub() -> Option<PathBuf> {
 /// remote code named by auto_map, the index and 163 virtual shards.
 fn deepseek_repo() -> MockRepo {
     let truth = harch_worker::snapshot::load_snapshot(MODEL).expect("bundled DeepSeek-V3 snapshot");
-    let (shards, index) = harch_worker::synth::shard(&truth, SHARDS);
+    let (shards, index) = harch_truth::synth::shard(&truth, SHARDS);
     let mut repo = MockRepo::default();
     for (file, header, payload) in shards {
         repo.files.insert(file, MockFile::shard(&header, payload));

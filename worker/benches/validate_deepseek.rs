@@ -9,7 +9,8 @@
 use std::time::{Duration, Instant};
 
 use harch_guards::GuardSet;
-use harch_worker::{snapshot, source, specs, subject, synth, truth_dir};
+use harch_truth::synth;
+use harch_worker::{snapshot, source, specs, subject, truth_dir};
 
 const MODEL: &str = "deepseek-ai/DeepSeek-V3";
 const RUNS: usize = 15;

@@ -1,22 +1,25 @@
-//! The `harch-worker` library: everything the binary does that other code (tests, benchmarks,
-//! queue stages) calls directly — truth directories, bundled snapshots, the Hub fetcher.
-//!
-//! This crate owns all I/O of harch (files, network, processes); the crates below it take
-//! values. It must not re-derive quantities the engine computes.
+//! The `harch-worker` library: the paths the command line, tests and benchmarks have always
+//! used (`harch_worker::queue::config`, `harch_worker::hub`, ...), each re-exported from the
+//! crate that owns it. The binary (`main.rs`, `cli/`, `cmd/`) wires those crates together; this
+//! crate owns nothing else.
 
-pub mod ablation;
-pub mod cache_dir;
-pub mod candidate;
-pub mod hub;
-pub mod inventory_cache;
-pub mod pipeline;
-pub mod publish;
-pub mod queue;
-pub mod snapshot;
-pub mod source;
-pub mod specs;
-pub mod subject;
-pub mod synth;
-pub mod text;
-pub mod truth_dir;
-pub mod verify;
+pub use harch_hub as hub;
+pub use harch_library::{candidate, specs, subject, verify};
+pub use harch_pipeline as pipeline;
+pub use harch_pipeline::ablation;
+pub use harch_publish as publish;
+pub use harch_truth::{cache_dir, inventory_cache, snapshot, source, truth_dir};
+
+pub use harch_jobs::text;
+
+/// The job queue as the commands see it: settings and records (`harch-jobs`), the runtime
+/// (`harch-queue`), the agent preflight (`harch-pipeline`), and what every queue command does
+/// first (`cli`) and logging (`logging`), which are the command line's own.
+pub mod queue {
+    pub mod cli;
+    pub mod logging;
+
+    pub use harch_jobs::{config, model_id, record, store};
+    pub use harch_pipeline::preflight;
+    pub use harch_queue::{backend, ops, pipeline, recover, redis_keys, worker};
+}

@@ -406,7 +406,7 @@ fn validate_keeps_a_checked_inventory_and_reads_it_back() {
     let d = tmp.path();
     let truth = d.join("truth");
     let snapshot = harch_worker::snapshot::load_snapshot("Qwen/Qwen3-8B").unwrap();
-    harch_worker::synth::write_sharded_truth_dir(&snapshot, 5, &truth).unwrap();
+    harch_truth::synth::write_sharded_truth_dir(&snapshot, 5, &truth).unwrap();
     let args = [
         "validate",
         "Qwen/Qwen3-8B",

@@ -13,7 +13,7 @@ use support::options;
 fn repo_of(model_id: &str) -> MockRepo {
     let truth = harch_worker::snapshot::load_snapshot(model_id).expect("bundled snapshot");
     let shards = (truth.inventory.len() / 600).clamp(1, 163);
-    let (files, index) = harch_worker::synth::shard(&truth, shards);
+    let (files, index) = harch_truth::synth::shard(&truth, shards);
     let mut repo = MockRepo::default();
     for (file, header, payload) in files {
         repo.files.insert(file, MockFile::shard(&header, payload));
