@@ -4,7 +4,8 @@
 use harch_engine::Repo;
 use harch_guards::truth::Truth;
 use harch_guards::{GuardSet, Report};
-use harch_worker::{snapshot, source, subject};
+use harch_library::subject;
+use harch_truth::{snapshot, source};
 
 fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -25,7 +26,7 @@ fn validate(
     patch: Option<(&str, &str, &str)>,
     edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
 ) -> Report {
-    let mut files = harch_worker::specs::read_spec_files(&root()).unwrap();
+    let mut files = harch_library::specs::read_spec_files(&root()).unwrap();
     if let Some((file, find, replace)) = patch {
         let text = files.get_mut(file).unwrap();
         assert_eq!(text.matches(find).count(), 1, "{find}");

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use harch_engine::Repo;
 use harch_guards::truth::Truth;
 use harch_guards::{GuardSet, Report};
-use harch_worker::{snapshot, source, subject};
+use harch_library::subject;
+use harch_truth::{snapshot, source};
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,7 +78,7 @@ fn codes(r: &Report) -> Vec<String> {
 
 #[test]
 fn every_library_spec_validates_with_zero_errors() {
-    let files = harch_worker::specs::read_spec_files(&root()).unwrap();
+    let files = harch_library::specs::read_spec_files(&root()).unwrap();
     let repo = Repo::from_files(files);
     assert!(repo.file_errors.is_empty(), "{:?}", repo.file_errors);
     for id in snapshot::snapshot_ids() {
@@ -105,7 +106,7 @@ fn mutation_suite_is_rejected_by_the_intended_guards() {
     let muts: Vec<Mutation> =
         harch_engine::load::parse_yaml("tests/mutations.yaml", &text).unwrap();
     assert!(muts.len() >= 40, "the suite holds at least 40 mutations");
-    let base = harch_worker::specs::read_spec_files(&root()).unwrap();
+    let base = harch_library::specs::read_spec_files(&root()).unwrap();
     let mut truths: BTreeMap<String, Truth> = BTreeMap::new();
     for m in &muts {
         truths

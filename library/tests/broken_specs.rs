@@ -18,7 +18,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use harch_engine::{EvalOptions, SpecError, evaluate};
-use harch_worker::{snapshot, specs};
+use harch_library::specs;
+use harch_truth::snapshot;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -9,7 +9,8 @@ use harch_engine::analysis::Analysis;
 use harch_engine::expr::{self, Env, EvalError};
 use harch_engine::{EvalOptions, Q, evaluate};
 use harch_guards::truth::Truth;
-use harch_worker::{snapshot, specs, subject};
+use harch_library::{specs, subject};
+use harch_truth::snapshot;
 
 /// One library model's expected figures.
 struct Expected {

@@ -5,7 +5,8 @@
 use harch_engine::Repo;
 use harch_guards::truth::Truth;
 use harch_guards::{GuardSet, Report};
-use harch_worker::{snapshot, subject};
+use harch_library::subject;
+use harch_truth::snapshot;
 use proptest::prelude::*;
 
 fn root() -> std::path::PathBuf {
@@ -13,7 +14,7 @@ fn root() -> std::path::PathBuf {
 }
 
 fn repo() -> Repo {
-    Repo::from_files(harch_worker::specs::read_spec_files(&root()).unwrap())
+    Repo::from_files(harch_library::specs::read_spec_files(&root()).unwrap())
 }
 
 fn validate(repo: &Repo, t: &Truth) -> Report {
