@@ -375,14 +375,44 @@ fn sandbox_user(user: &str) -> anyhow::Result<Option<(u32, u32)>> {
         return Ok(None);
     }
     let name = std::ffi::CString::new(user.trim())?;
-    // SAFETY: a valid C string; the result is read at once, before any other passwd call.
-    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
-    if pw.is_null() {
-        bail!("agent.sandbox_user `{user}` does not exist on this machine");
+    match lookup_user(&name)? {
+        Some(ids) => Ok(Some(ids)),
+        None => bail!("agent.sandbox_user `{user}` does not exist on this machine"),
     }
-    // SAFETY: non-null pointer returned by getpwnam.
-    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-    Ok(Some((uid, gid)))
+}
+
+/// The (uid, gid) of `name` in the passwd database, through the reentrant `getpwnam_r`: jobs
+/// stage on many threads at once, and `getpwnam` hands every caller the same static record.
+fn lookup_user(name: &std::ffi::CStr) -> anyhow::Result<Option<(u32, u32)>> {
+    // SAFETY: sysconf has no preconditions.
+    let hint = unsafe { libc::sysconf(libc::_SC_GETPW_R_SIZE_MAX) };
+    let mut size = usize::try_from(hint).ok().filter(|&n| n > 0).unwrap_or(1024);
+    loop {
+        let mut buf: Vec<libc::c_char> = vec![0; size];
+        // SAFETY: passwd is plain data; getpwnam_r fills it (its strings point into `buf`).
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call and `buf.len()` is its buffer's size; only
+        // the numeric fields are read, before `buf` is dropped.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                name.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        match rc {
+            0 if found.is_null() => return Ok(None),
+            0 => return Ok(Some((pwd.pw_uid, pwd.pw_gid))),
+            libc::ERANGE if size < 1 << 20 => size *= 2,
+            e => bail!(
+                "cannot look up user {name:?}: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        }
+    }
 }
 
 /// The sandbox user must be able to reach its workspace: every existing ancestor needs o+x.
@@ -407,6 +437,14 @@ fn check_traversable(dir: &Path, uid: u32) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn users_are_looked_up_reentrantly() {
+        let root = std::ffi::CString::new("root").unwrap();
+        assert_eq!(lookup_user(&root).unwrap(), Some((0, 0)));
+        let none = std::ffi::CString::new("no-such-user-harch").unwrap();
+        assert_eq!(lookup_user(&none).unwrap(), None);
+    }
 
     #[test]
     fn spec_files_are_named_by_model_type_else_by_the_model_name() {
