@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use super::bundle::{BaseFacts, Prepared};
 use super::md::{cell, code};
+use super::prepared::{BaseFacts, Prepared};
 use super::review::ReviewStatus;
 use harch_jobs::text::group_digits;
 

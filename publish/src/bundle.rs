@@ -12,32 +12,11 @@ use harch_guards::GuardSet;
 use super::PublishError;
 use super::agents;
 use super::mermaid;
+pub use super::prepared::{BaseFacts, Prepared};
 use super::provenance::{self, Figures, JobRef, Provenance, ValidateRecord, WarningRecord};
 use super::review::ReviewRecord;
 use harch_jobs::record::{JobRecord, StageState};
 use harch_library::candidate::{self, Candidate};
-
-/// A validated spec with its provenance and diagrams, before it meets the spec repository.
-#[derive(Clone, Debug)]
-pub struct Prepared {
-    pub model_id: String,
-    /// The spec's `model:` name.
-    pub spec_name: String,
-    pub spec_summary: String,
-    /// `specs/models/<file>.yaml`.
-    pub spec_key: String,
-    /// Draft component name → its path in the spec repository.
-    pub drafts: BTreeMap<String, String>,
-    /// Every file of the bundle (spec, drafts, provenance) by repository path.
-    pub files: BTreeMap<String, Vec<u8>>,
-    pub provenance_path: String,
-    pub provenance: Provenance,
-    pub model_diagram: String,
-    /// Draft component name → its diagram.
-    pub component_diagrams: BTreeMap<String, String>,
-    /// Where the spec came from: `fix`, `generate` or `library`.
-    pub spec_origin: String,
-}
 
 /// Gathers and validates what job `job` produced. CPU-bound: call it off the async threads.
 pub fn prepare(
@@ -253,15 +232,6 @@ fn check_path(path: &str) -> Result<(), PublishError> {
             path.escape_debug()
         )))
     }
-}
-
-/// What the spec repository's base branch already holds of this bundle.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BaseFacts {
-    /// The base has no file at the spec's path: a new architecture.
-    pub new_spec: bool,
-    /// Draft components the base does not hold yet.
-    pub new_drafts: Vec<String>,
 }
 
 impl BaseFacts {

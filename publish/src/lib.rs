@@ -21,6 +21,7 @@ pub mod git;
 pub mod github;
 pub mod md;
 pub mod mermaid;
+pub mod prepared;
 pub mod promote;
 pub mod provenance;
 pub mod recheck;

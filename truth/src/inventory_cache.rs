@@ -18,7 +18,7 @@
 //! cache directory; the worker verifies an agent's spec with its own process and directory,
 //! which a sandboxed agent cannot write (its HOME is private).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use harch_guards::truth::{Inventory, packed};
 
@@ -140,14 +140,4 @@ fn executable_identity() -> Option<String> {
         m.mtime_nsec(),
         m.ino()
     ))
-}
-
-/// Whether `dir` or its `shards/` holds a real `.safetensors` file.
-pub fn holds_real_files(dir: &Path) -> bool {
-    [dir.to_path_buf(), dir.join(crate::truth_dir::SHARDS_DIR)]
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(Result::ok)
-        .any(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
 }

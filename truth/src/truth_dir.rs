@@ -209,7 +209,7 @@ fn load_inventory(
 /// The cache key of a directory's inventory: every byte it is read from. `None` for a
 /// directory without bare headers or with real `.safetensors` files (not kept).
 fn cache_key(dir: &Path, listed: &[String], sizes: &BTreeMap<&str, u64>) -> Option<Key> {
-    if listed.is_empty() || inventory_cache::holds_real_files(dir) {
+    if listed.is_empty() || holds_real_files(dir) {
         return None;
     }
     let mut paths = vec![dir.join(INDEX)];
@@ -635,4 +635,13 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+/// Whether `dir` or its `shards/` holds a real `.safetensors` file.
+pub fn holds_real_files(dir: &Path) -> bool {
+    [dir.to_path_buf(), dir.join(SHARDS_DIR)]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
 }

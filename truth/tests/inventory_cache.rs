@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use harch_guards::truth::Inventory;
-use harch_truth::synth::write_sharded_truth_dir;
 use harch_truth::inventory_cache::{InventoryCache, KEEP, entry};
 use harch_truth::snapshot::{load_snapshot, try_load_snapshot_cached};
+use harch_truth::synth::write_sharded_truth_dir;
 use harch_truth::truth_dir::{load_truth_dir, load_truth_dir_cached};
 
 fn entries(cache: &Path) -> Vec<PathBuf> {

@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     cli::out::flush();
     match result {
         Ok(code) => code,
-        Err(e) => cli::exit::report(&e),
+        Err(e) => cli::report::report(&e),
     }
 }
 
@@ -135,7 +135,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
     // clap's first line is `error: …`; the rest is the usage line and a pointer to --help.
     let text = e.render().to_string();
     let message = text.lines().next().unwrap_or_default();
-    cli::exit::report_message(
+    cli::report::report_message(
         message.strip_prefix("error: ").unwrap_or(message),
         cli::exit::USAGE,
     )

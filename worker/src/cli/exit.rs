@@ -79,25 +79,3 @@ pub fn kind(code: u8) -> &'static str {
         _ => "retry",
     }
 }
-
-/// Reports an error: `error: …` on stderr, or under `--json` an object on stdout
-/// (`{"error": "…", "kind": "usage", "transient": false, "exit_code": 2}`).
-pub fn report(e: &anyhow::Error) -> std::process::ExitCode {
-    let code = code_of(e);
-    report_message(&format!("{e:#}"), code)
-}
-
-pub fn report_message(message: &str, code: u8) -> std::process::ExitCode {
-    if super::out::json() {
-        let v = serde_json::json!({
-            "error": message,
-            "kind": kind(code),
-            "transient": code == RETRY,
-            "exit_code": code,
-        });
-        let _ = super::out::print_json(&v);
-    } else {
-        eprintln!("error: {message}");
-    }
-    std::process::ExitCode::from(code)
-}

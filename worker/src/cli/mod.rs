@@ -5,6 +5,7 @@
 pub mod exit;
 pub mod help;
 pub mod progress;
+pub mod report;
 #[macro_use]
 pub mod out;
 
