@@ -40,6 +40,7 @@ mod rlimits;
 mod snapshot;
 mod stage;
 mod supervise;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod workspace;
 
