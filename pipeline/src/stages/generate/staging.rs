@@ -386,7 +386,10 @@ fn sandbox_user(user: &str) -> anyhow::Result<Option<(u32, u32)>> {
 fn lookup_user(name: &std::ffi::CStr) -> anyhow::Result<Option<(u32, u32)>> {
     // SAFETY: sysconf has no preconditions.
     let hint = unsafe { libc::sysconf(libc::_SC_GETPW_R_SIZE_MAX) };
-    let mut size = usize::try_from(hint).ok().filter(|&n| n > 0).unwrap_or(1024);
+    let mut size = usize::try_from(hint)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or(1024);
     loop {
         let mut buf: Vec<libc::c_char> = vec![0; size];
         // SAFETY: passwd is plain data; getpwnam_r fills it (its strings point into `buf`).
