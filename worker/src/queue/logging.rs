@@ -7,14 +7,33 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
+/// The crates whose events `-v` turns up: harch's own that do I/O (the pure core logs nothing).
+const OURS: &[&str] = &[
+    "harch_worker",
+    "harch_pipeline",
+    "harch_publish",
+    "harch_queue",
+    "harch_jobs",
+    "harch_hub",
+    "harch_library",
+    "harch_truth",
+    "harch_agents",
+    "harch_sandbox",
+];
+
 /// The filter for `verbosity` `-v` flags.
-pub fn default_filter(verbosity: u8) -> &'static str {
-    match verbosity {
-        0 => "warn",
-        1 => "warn,harch_worker=info,harch_agents=info,harch_sandbox=info",
-        2 => "info,harch_worker=debug,harch_agents=debug,harch_sandbox=debug",
-        _ => "debug,harch_worker=trace",
+pub fn default_filter(verbosity: u8) -> String {
+    let (base, ours) = match verbosity {
+        0 => return "warn".to_string(),
+        1 => ("warn", "info"),
+        2 => ("info", "debug"),
+        _ => ("debug", "trace"),
+    };
+    let mut filter = base.to_string();
+    for krate in OURS {
+        filter.push_str(&format!(",{krate}={ours}"));
     }
+    filter
 }
 
 /// Whether stderr gets ANSI colour: a terminal, and `NO_COLOR` unset or empty
