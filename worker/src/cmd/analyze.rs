@@ -198,6 +198,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (_, report) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
     if args.json {
         let mut v = serde_json::to_value(&report)?;
+        if args.images > 0 {
+            // Encoding is per image, outside the phase costs: reported beside them.
+            v["images"] = serde_json::json!({
+                "per_request": args.images,
+                "prompt_tokens": image_tokens,
+                "encode_flops_per_request": encode_flops.v,
+                "encoders": a.encoder_summaries(),
+            });
+        }
         if args.ops {
             for (phase, res) in [("prefill", &report.prefill), ("decode", &report.decode)] {
                 if let Some(c) = &res.cost {
