@@ -95,7 +95,10 @@ fn analyze_counts_images_in_the_prompt() {
     );
     // Two 768 x 768 images fill 2 x 576 prompt tokens; their encoding is reported beside.
     assert_eq!(a["images"]["prompt_tokens"], 1_152);
-    assert_eq!(a["images"]["encode_flops_per_request"], 2 * 2_613_107_589_120i64);
+    assert_eq!(
+        a["images"]["encode_flops_per_request"],
+        2 * 2_613_107_589_120i64
+    );
     assert!(b.get("images").is_none());
     assert_eq!(a["prefill"], b["prefill"]);
     assert_eq!(a["kv_bytes_per_request"], b["kv_bytes_per_request"]);
