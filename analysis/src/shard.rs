@@ -410,7 +410,8 @@ impl<'a> Model<'a> {
                 part,
                 expert,
                 is_op,
-                main: a.is_main_row(row),
+                // An encoder's ops run once per image, not in a token's prefill or decode step.
+                main: a.is_main_row(row) && n.per_image.is_none(),
                 phase: n.phase,
                 out: n.shape.iter().filter_map(Axis::dim).map(dims).collect(),
                 out_ctx,

@@ -29,6 +29,15 @@ pub enum Phase {
     Decode,
 }
 
+/// Where an encoder row runs: the image input it encodes and the positions (patches, or merged
+/// patches after a spatial merge) one image gives it. An encoder runs once per image over all
+/// of them, bidirectionally, and keeps nothing across decode steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerImage {
+    pub input: String,
+    pub positions: Q,
+}
+
 #[derive(Clone, Debug)]
 pub struct NodeRow {
     /// Path of node ids from the top, e.g. `layers[moe].attention.kv_b_proj`.
@@ -59,6 +68,9 @@ pub struct NodeRow {
     pub inputs: Vec<Vec<usize>>,
     /// For a row of a decode variant: the main-graph row of the same node id and shape.
     pub twin: Option<usize>,
+    /// For a row of an encoder (fed by an image input, not the token stream): the input and
+    /// the positions each image gives it.
+    pub per_image: Option<PerImage>,
     pub loc: Location,
 }
 
@@ -131,6 +143,8 @@ pub struct GroupRow {
     pub block: String,
     pub layers: Vec<i128>,
     pub top_role: Option<String>,
+    /// The image input when the stack is an encoder's.
+    pub encoder: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -173,10 +187,32 @@ pub struct Analysis {
     /// Rows whose values leave the evaluated graph: the model's outputs, what multi-token
     /// prediction modules and decode variants end in, values published on streams.
     pub sinks: Vec<usize>,
+    /// Inputs beside `input_ids`, at the resolution evaluated.
+    pub images: Vec<ImageRow>,
 }
 
+/// An image input as evaluated: its resolution, how it is cut into patches, and the tokens its
+/// features take in the token stream where they join it (`masked_scatter`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ImageRow {
+    pub input: String,
+    pub kind: String,
+    pub height: i128,
+    pub width: i128,
+    pub frames: i128,
+    pub patch: i128,
+    pub temporal_patch: i128,
+    pub merge: i128,
+    /// Patches of one image (positions the encoder's first rows run over).
+    pub patches: i128,
+    /// Token positions one image's features fill in the token stream; 0 until they join it.
+    pub tokens: i128,
+}
+
+/// A row of the token stream's per-token forward pass: not multi-token prediction, not an
+/// encoder (which runs once per image).
 fn is_main(n: &NodeRow) -> bool {
-    n.top_role.as_deref() != Some("mtp")
+    n.top_role.as_deref() != Some("mtp") && n.per_image.is_none()
 }
 
 impl Analysis {
@@ -233,7 +269,7 @@ impl Analysis {
             &self
                 .nodes
                 .iter()
-                .filter(|n| !is_main(n))
+                .filter(|n| n.top_role.as_deref() == Some("mtp"))
                 .map(|n| &n.params * &n.count)
                 .collect::<Vec<_>>(),
         )
@@ -398,6 +434,10 @@ pub struct Summary {
     pub decode_flops_per_token: i128,
     pub prefill_flops: i128,
     pub groups: Vec<GroupSummary>,
+    /// Parameters of the text model (everything but the encoders).
+    pub params_text: i128,
+    /// Each encoder (one per image input): parameters, bytes and FLOPs per image.
+    pub encoders: Vec<crate::encoders::EncoderSummary>,
 }
 
 /// `0-2,5,7-9` for a sorted list of layer indices.
@@ -468,6 +508,8 @@ impl Analysis {
             decode_flops_per_token: self.decode_flops(&ctx).v,
             prefill_flops: self.prefill_flops(&ctx).v,
             groups,
+            params_text: self.params_text().v,
+            encoders: self.encoder_summaries(),
         }
     }
 

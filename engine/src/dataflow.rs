@@ -51,7 +51,9 @@ impl Analysis {
         let mut out: Vec<DecodeRead> = Vec::new();
         let mut at: HashMap<usize, usize> = HashMap::new();
         for (r, n) in self.nodes.iter().enumerate() {
-            if n.phase == Phase::Prefill {
+            // An encoder runs once per image over all of its positions: nothing it reads
+            // comes from an earlier decode step.
+            if n.phase == Phase::Prefill || n.per_image.is_some() {
                 continue;
             }
             let mut found = Vec::new();

@@ -15,6 +15,8 @@ use crate::ir::*;
 use crate::ops::{self, Args, OpError, Shape};
 use crate::q::{Num, Q};
 
+mod images;
+
 /// The most layers one stack repeats: far above any real model, low enough that a config
 /// with `num_hidden_layers: 1000000000` is a located error, not a walk that runs out of memory.
 pub const MAX_REPEAT: i128 = 100_000;
@@ -27,11 +29,47 @@ pub struct EvalOptions {
     pub symbolic: bool,
 }
 
+/// A resolution to count image inputs at, in place of each input's default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageSize {
+    pub height: i128,
+    pub width: i128,
+}
+
+impl std::str::FromStr for ImageSize {
+    type Err = String;
+
+    /// `448x448` (height x width, pixels).
+    fn from_str(s: &str) -> Result<ImageSize, String> {
+        let bad =
+            || format!("`{s}` is not an image size: write HEIGHTxWIDTH in pixels, e.g. 448x448");
+        let (h, w) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+        let (Ok(height), Ok(width)) = (h.trim().parse::<i128>(), w.trim().parse::<i128>()) else {
+            return Err(bad());
+        };
+        if height <= 0 || width <= 0 || height > 1 << 20 || width > 1 << 20 {
+            return Err(format!("`{s}`: each side must be 1 to {} pixels", 1 << 20));
+        }
+        Ok(ImageSize { height, width })
+    }
+}
+
 /// Evaluate a loaded spec against a config.json value.
 pub fn evaluate(ir: &ModelIr, config: &serde_json::Value, opts: EvalOptions) -> Analysis {
+    evaluate_at(ir, config, opts, None)
+}
+
+/// Evaluate with image inputs at `image` (each input's default resolution when `None`).
+pub fn evaluate_at(
+    ir: &ModelIr,
+    config: &serde_json::Value,
+    opts: EvalOptions,
+    image: Option<ImageSize>,
+) -> Analysis {
     let mut w = Walker {
         ir,
         config,
+        image,
         symbolic: opts.symbolic,
         out: Analysis {
             model: ir.name.clone(),
@@ -55,6 +93,8 @@ struct Flow {
     shape: Shape,
     window: Option<Q>,
     from: Rc<[usize]>,
+    /// Set on an encoder's values: the image input and its positions per image.
+    image: Option<Rc<PerImage>>,
 }
 
 #[derive(Clone)]
@@ -100,6 +140,7 @@ impl Scope<'_> {
 struct Walker<'a> {
     ir: &'a ModelIr,
     config: &'a serde_json::Value,
+    image: Option<ImageSize>,
     symbolic: bool,
     out: Analysis,
     reads: RefCell<BTreeSet<String>>,
@@ -449,8 +490,24 @@ impl<'a> Walker<'a> {
                 shape: vec![],
                 window: None,
                 from: Rc::from([]),
+                image: None,
             },
         );
+        for input in &ir.inputs {
+            if let Some(f) = self.image_input(input, &env) {
+                flows.insert(input.name.clone(), f);
+            }
+        }
+        for input in &ir.inputs {
+            if !ir.graph.iter().any(|n| n.inputs.contains(&input.name)) {
+                self.error(
+                    code::UNKNOWN_INPUT,
+                    format!("input `{}` is read by no node", input.name),
+                    &input.loc,
+                    Some("an image input feeds its encoder: the patch embedding reads it (`in: pixel_values`)".into()),
+                );
+            }
+        }
         for node in &ir.graph {
             let inputs: Option<Vec<Flow>> =
                 node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
@@ -639,6 +696,7 @@ impl<'a> Walker<'a> {
                 block: block_name.clone(),
                 layers: layers.clone(),
                 top_role: scope.top_role.clone(),
+                encoder: carried.image.as_ref().map(|p| p.input.clone()),
             });
             let n = layers.len() as Num;
             let count = if n == repeat.v && groups.len() == 1 {
@@ -933,10 +991,32 @@ impl<'a> Walker<'a> {
     }
 
     fn node(&mut self, node: &NodeIr, scope: &Scope<'a>, inputs: &[Flow]) -> Option<Flow> {
-        let ir = self.ir;
         let window_in = inputs.iter().find_map(|f| f.window.clone());
         let id = join_id(&scope.id, &node.id);
         let loc = node.loc.clone().with_node(id.clone());
+        let image = self.image_of(node, &id, inputs, &loc)?;
+        let before = self.out.nodes.len();
+        let out = self.node_kind(node, scope, inputs, window_in, id, loc);
+        // A component's own row runs where its inputs do (its inner rows say for themselves).
+        if let Some(p) = &image
+            && let Some(r) = self.out.nodes.get_mut(before)
+            && r.op.starts_with("component:")
+        {
+            r.per_image = Some((**p).clone());
+        }
+        out
+    }
+
+    fn node_kind(
+        &mut self,
+        node: &NodeIr,
+        scope: &Scope<'a>,
+        inputs: &[Flow],
+        window_in: Option<Q>,
+        id: String,
+        loc: Location,
+    ) -> Option<Flow> {
+        let ir = self.ir;
         match &node.kind {
             NodeKind::Op(spec) => self.op(node, spec, scope, inputs, window_in, id, loc),
             NodeKind::Component { name, bind } => {
@@ -1080,6 +1160,7 @@ impl<'a> Walker<'a> {
             args: IndexMap::new(),
             inputs: vec![],
             twin: None,
+            per_image: None,
             loc,
         });
         self.out.nodes.len() - 1
@@ -1187,6 +1268,11 @@ impl<'a> Walker<'a> {
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
+        let image = self.image_after(spec.name, row, inputs, &loc)?;
+        // The join runs in the token stream; every other op where its inputs run.
+        if spec.name != ops::JOIN_OP {
+            self.out.nodes[row].per_image = inputs.iter().find_map(|f| f.image.as_deref().cloned());
+        }
         if scope.emit_storage {
             let path = join_path(
                 &scope.path,
@@ -1216,6 +1302,7 @@ impl<'a> Walker<'a> {
             shape: out.shape,
             window,
             from: Rc::from([row]),
+            image,
         })
     }
 
@@ -1359,6 +1446,14 @@ impl<'a> Walker<'a> {
             let Some(&row) = idx.get(&c.node) else {
                 continue;
             };
+            if let Some(p) = &self.out.nodes[row].per_image {
+                let msg = format!(
+                    "cache `{}` of `{}` is kept by an encoder: `{}` runs on the patches of image input `{}`, and a vision tower runs once per image, attending over all of that image's patches at once, so it keeps nothing across decode steps",
+                    c.node, comp.name, self.out.nodes[row].id, p.input
+                );
+                self.error(code::BAD_CACHE, msg, &c.loc, Some("declare no cache on an encoder's attention (its cost is counted per image, as a prefill of the image's patches)".into()));
+                continue;
+            }
             let shape = self.out.nodes[row].shape.clone();
             let dims: Option<Vec<Q>> = shape.iter().map(|a| a.dim().cloned()).collect();
             let Some(dims) = dims else {

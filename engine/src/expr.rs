@@ -62,6 +62,10 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("floor_div(a, b)", "a / b rounded down"),
     ("min(a, b)", "the smaller"),
     ("max(a, b)", "the larger"),
+    (
+        "isqrt(a)",
+        "the side of a square of a entries (a must be a perfect square)",
+    ),
     ("len(list)", "length of a config list"),
     ("contains(list, x)", "whether a config list holds x"),
     (
@@ -701,6 +705,20 @@ fn call(name: &str, vals: &[Val]) -> Result<Val, EvalError> {
                 a.v.max(b.v)
             };
             Val::Int(Q::call(name, &[a, b], v))
+        }
+        "isqrt" => {
+            let a = int_arg(vals, 0, name)?;
+            // A learned square grid (`num_position_embeddings`) has a whole side; anything
+            // else is not a grid.
+            let r = (a.v.max(0) as f64).sqrt() as Num;
+            let side = (r.saturating_sub(1)..=r + 1).find(|s| s.checked_mul(*s) == Some(a.v));
+            let Some(side) = side else {
+                return Err(EvalError::NotDivisible(format!(
+                    "isqrt: {} is not a perfect square",
+                    a.v
+                )));
+            };
+            Val::Int(Q::call(name, &[a], side))
         }
         "len" => Val::Int(Q::lit(list_arg(vals, name)?.len() as Num)),
         "contains" | "count" => {

@@ -192,6 +192,22 @@ pub struct DimBinding {
     pub src: Option<String>,
 }
 
+/// An input beside `input_ids` (`inputs:`), its sizes parsed.
+#[derive(Clone, Debug)]
+pub struct InputIr {
+    pub name: String,
+    /// `image` or `video`.
+    pub kind: String,
+    pub height: Expr,
+    pub width: Expr,
+    pub channels: Expr,
+    pub patch: Expr,
+    pub temporal_patch: Option<Expr>,
+    pub frames: Option<Expr>,
+    pub merge: Option<Expr>,
+    pub loc: Location,
+}
+
 /// A loaded model spec with everything it references.
 #[derive(Clone, Debug)]
 pub struct ModelIr {
@@ -204,6 +220,8 @@ pub struct ModelIr {
     pub attrs: Vec<DimBinding>,
     pub blocks: IndexMap<String, BlockIr>,
     pub quant: QuantIr,
+    /// Inputs beside `input_ids`, in declaration order.
+    pub inputs: Vec<InputIr>,
     /// Top-level graph, in dataflow order.
     pub graph: Vec<NodeIr>,
     pub outputs: Vec<String>,

@@ -13,6 +13,7 @@
 pub mod analysis;
 pub mod dataflow;
 pub mod diag;
+pub mod encoders;
 pub mod eval;
 pub mod expr;
 pub mod ir;
@@ -24,7 +25,7 @@ pub mod schema;
 
 pub use analysis::Analysis;
 pub use diag::{Location, SpecError};
-pub use eval::{EvalOptions, evaluate};
+pub use eval::{EvalOptions, ImageSize, evaluate, evaluate_at};
 pub use ir::ModelIr;
 pub use load::Repo;
 pub use q::Q;

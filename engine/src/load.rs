@@ -1361,6 +1361,75 @@ impl Loader<'_> {
             .collect()
     }
 
+    /// The model's `inputs:`: each a known kind, each size an expression over dims and config.
+    fn inputs(
+        &mut self,
+        def: &ModelDef,
+        file: &str,
+        allowed: &dyn Fn(&str) -> bool,
+    ) -> Vec<InputIr> {
+        let mut out = Vec::new();
+        for (name, v) in &def.inputs {
+            let loc = loc_of(file, &v.referenced).with_node(format!("inputs.{name}"));
+            let d = &v.value;
+            if name == "input_ids" || def.graph.contains_key(name) {
+                self.err(
+                    SpecError::new(
+                        code::DUPLICATE,
+                        format!("input `{name}` is named like the token input or a graph node"),
+                        loc.clone(),
+                    )
+                    .hint("give the image input its own name (`pixel_values`)"),
+                );
+                continue;
+            }
+            if !matches!(d.kind.as_str(), "image" | "video") {
+                self.err(
+                    SpecError::new(
+                        code::YAML,
+                        format!("input `{name}` has kind `{}`", d.kind),
+                        loc.clone(),
+                    )
+                    .hint("an input beside `input_ids` is `kind: image` or `kind: video`"),
+                );
+                continue;
+            }
+            let mut parse = |what: &str, v: &Scalar| -> Option<Expr> {
+                let raw = v.as_expr_text();
+                let e = self.parse_expr(&raw, &loc, &format!("input `{name}` {what}"))?;
+                self.check_names(&e, allowed, &loc, &format!("input `{name}` {what}"));
+                Some(e)
+            };
+            let (Some(height), Some(width), Some(channels), Some(patch)) = (
+                parse("height", &d.height),
+                parse("width", &d.width),
+                parse("channels", &d.channels),
+                parse("patch", &d.patch),
+            ) else {
+                continue;
+            };
+            let temporal_patch = d
+                .temporal_patch
+                .as_ref()
+                .and_then(|v| parse("temporal_patch", v));
+            let frames = d.frames.as_ref().and_then(|v| parse("frames", v));
+            let merge = d.merge.as_ref().and_then(|v| parse("merge", v));
+            out.push(InputIr {
+                name: name.clone(),
+                kind: d.kind.clone(),
+                height,
+                width,
+                channels,
+                patch,
+                temporal_patch,
+                frames,
+                merge,
+                loc,
+            });
+        }
+        out
+    }
+
     fn model(&mut self, def: &ModelDef, file: &str) -> ModelIr {
         let model_text = self.repo.files.get(file).map(String::as_str).unwrap_or("");
         let quant_loc = key_loc(file, model_text, "quant_context");
@@ -1514,9 +1583,12 @@ impl Loader<'_> {
                 },
             );
         }
+        let inputs = self.inputs(def, file, &allowed_all);
+        let mut graph_inputs = vec!["input_ids".to_string()];
+        graph_inputs.extend(inputs.iter().map(|i| i.name.clone()));
         let graph = self.graph(
             &def.graph,
-            &["input_ids".to_string()],
+            &graph_inputs,
             &def.outputs,
             file,
             &allowed_all,
@@ -1594,6 +1666,7 @@ impl Loader<'_> {
             attrs,
             blocks,
             quant,
+            inputs,
             graph,
             outputs: def.outputs.clone(),
             components: std::mem::take(&mut self.comps),

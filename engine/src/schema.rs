@@ -268,6 +268,9 @@ pub struct ModelDef {
     pub blocks: IndexMap<String, Spanned<BlockDef>>,
     #[serde(default)]
     pub quant_context: QuantContextDef,
+    /// Inputs beside `input_ids`: images (or videos) a tower encodes.
+    #[serde(default)]
+    pub inputs: IndexMap<String, Spanned<InputDef>>,
     pub graph: IndexMap<String, Spanned<NodeDef>>,
     pub outputs: Vec<String>,
     pub model_card: Option<ModelCard>,
@@ -275,6 +278,30 @@ pub struct ModelDef {
     /// guard otherwise reports them as bound to nothing).
     #[serde(default)]
     pub unused_config: IndexMap<String, String>,
+}
+
+/// An image or video input: the resolution it is counted at (unless a run states another) and
+/// the sizes that cut it into patches. Each value is an expression over dims and config.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDef {
+    /// `image` or `video`.
+    pub kind: String,
+    /// Default height and width in pixels.
+    pub height: Scalar,
+    pub width: Scalar,
+    pub channels: Scalar,
+    /// Pixels on a side of one patch.
+    pub patch: Scalar,
+    /// Frames one patch spans (a 3-D patch embedding); default 1.
+    #[serde(default)]
+    pub temporal_patch: Option<Scalar>,
+    /// Frames of one input; default `temporal_patch` (an image is one temporal patch).
+    #[serde(default)]
+    pub frames: Option<Scalar>,
+    /// Side of the square of patches a spatial merge joins; default 1.
+    #[serde(default)]
+    pub merge: Option<Scalar>,
 }
 
 /// A model dim's binding: an expression, or an expression with the source anchor that says why

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod axiom;
+pub mod config_view;
 pub mod report;
 pub mod schedule;
 pub mod semantic;
@@ -60,6 +61,8 @@ pub fn validate(
     };
     report.lap("load", &mut clock);
     let a = evaluate(&ir, &truth.config, EvalOptions::default());
+    // The guards hold the text model to its settings wherever a composite config nests them.
+    let text_config = config_view::text(&truth.config);
     report.lap("evaluate", &mut clock);
     let mut complete = true;
     for e in &a.errors {
@@ -94,13 +97,13 @@ pub fn validate(
         if guards.has("schedule") {
             report
                 .errors
-                .extend(schedule::check(&ir, &a, &truth.config, &repo.config_keys));
+                .extend(schedule::check(&ir, &a, &text_config, &repo.config_keys));
             report.lap("schedule", &mut clock);
         }
         if guards.has("structural") {
             report
                 .errors
-                .extend(structural::check(&ir, &a, &truth.config));
+                .extend(structural::check(&ir, &a, &text_config));
             report.lap("structural", &mut clock);
         }
         if guards.has("axiom") {
@@ -115,7 +118,7 @@ pub fn validate(
         }
         report
             .warnings
-            .extend(warnings::check(repo, &ir, &a, &truth.config));
+            .extend(warnings::check(repo, &ir, &a, &text_config));
         report.lap("warnings", &mut clock);
     } else {
         let skipped: Vec<&str> = [

@@ -41,12 +41,7 @@ pub(crate) fn present(config: &serde_json::Value, key: &str) -> bool {
     config.get(key).is_some_and(|v| !v.is_null())
 }
 
-fn reads_key(a: &Analysis, key: &str) -> bool {
-    let p = format!("config.{key}");
-    a.config_reads
-        .iter()
-        .any(|r| r == &p || r.starts_with(&format!("{p}.")) || r.starts_with(&format!("{p}[")))
-}
+use crate::config_view::reads_key;
 
 /// Layer index → block of the main (non-MTP) stacks.
 pub fn main_layers(a: &Analysis) -> BTreeMap<String, BTreeMap<i128, String>> {
@@ -54,7 +49,7 @@ pub fn main_layers(a: &Analysis) -> BTreeMap<String, BTreeMap<i128, String>> {
     for g in a
         .groups
         .iter()
-        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+        .filter(|g| g.top_role.as_deref() != Some("mtp") && g.encoder.is_none())
     {
         for l in &g.layers {
             out.entry(g.stack.clone())
@@ -85,6 +80,26 @@ pub fn check(
                 Diagnostic::new("schedule", code::UNBOUND_KEY, format!("config `{key}` = {shown} is read by no binding of the spec"), file_loc.clone())
                     .hint(format!("bind it where it shapes the graph, e.g. a dim `<name>: config.{key}` used by an op, or a schedule `where:` that reads it")),
             );
+        }
+    }
+    // An encoder's sub-config shapes its tower as the text config shapes the text model.
+    for scope in crate::config_view::ENCODER_SCOPES {
+        let Some(sub) = config.get(*scope).filter(|v| v.is_object()) else {
+            continue;
+        };
+        for key in &keys.must_bind {
+            let path = format!("{scope}.{key}");
+            let read = a.config_reads.iter().any(|r| {
+                r.strip_prefix("config.")
+                    .and_then(|r| r.strip_prefix(path.as_str()))
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            });
+            if present(sub, key) && !read && !ir.unused_config.contains_key(&path) {
+                out.push(
+                    Diagnostic::new("schedule", code::UNBOUND_KEY, format!("config `{path}` = {} is read by no binding of the spec", sub[key.as_str()]), file_loc.clone())
+                        .hint(format!("bind it where it shapes the tower, e.g. a dim `<name>: config.{path}` used by an op")),
+                );
+            }
         }
     }
     let stacks = main_layers(a);

@@ -151,6 +151,39 @@ fn rotary_width(a: &Analysis, n: &NodeRow, config: &serde_json::Value) -> Option
     )
 }
 
+/// R003 for an encoder's attention: a vision tower attends over all of an image's patches at
+/// once (the source's vision attention passes `is_causal=False`), whatever the text model's
+/// config says about its own mask. The text model's rope settings do not apply to it.
+fn encoder_mask(
+    n: &NodeRow,
+    p: &harch_engine::analysis::PerImage,
+    seen: &mut std::collections::BTreeSet<(&'static str, String)>,
+) -> Option<Diagnostic> {
+    if n.op != "attention_score" {
+        return None;
+    }
+    let got = n
+        .args
+        .get("mask")
+        .map(|v| v.text.as_str())
+        .unwrap_or("causal");
+    if got == "bidirectional" || !seen.insert((code::MASK, n.component.clone())) {
+        return None;
+    }
+    Some(
+        Diagnostic::new(
+            "structural",
+            code::MASK,
+            format!(
+                "attention `{}` uses a {got} mask, but it runs in the encoder of image input `{}`: a vision tower encodes an image once, every patch attending to every other patch of that image (bidirectional), before any token is decoded",
+                n.id, p.input
+            ),
+            n.loc.clone(),
+        )
+        .hint("mask: bidirectional on an encoder's attention, and no cache"),
+    )
+}
+
 pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let want_rope = config_rope_type(config);
@@ -166,6 +199,10 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
     };
     let mut seen = std::collections::BTreeSet::new();
     for n in &a.nodes {
+        if let Some(p) = &n.per_image {
+            out.extend(encoder_mask(n, p, &mut seen));
+            continue;
+        }
         match n.op.as_str() {
             "rope" => {
                 let got = n
@@ -218,7 +255,7 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
     for g in a
         .groups
         .iter()
-        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+        .filter(|g| g.top_role.as_deref() != Some("mtp") && g.encoder.is_none())
     {
         let Some(&first) = g.layers.first() else {
             continue;
@@ -406,7 +443,7 @@ fn rotary_by_layer(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> 
     for g in a
         .groups
         .iter()
-        .filter(|g| g.top_role.as_deref() != Some("mtp"))
+        .filter(|g| g.top_role.as_deref() != Some("mtp") && g.encoder.is_none())
     {
         let nodes: Vec<&NodeRow> = in_group(a, &g.stack, &g.block).collect();
         let Some(attn) = nodes.iter().find(|n| n.op == "attention_score") else {

@@ -177,11 +177,20 @@ pub fn evaluated(
     s: &Subject,
     opts: harch_engine::EvalOptions,
 ) -> anyhow::Result<(harch_engine::ModelIr, harch_engine::Analysis)> {
+    evaluated_at(s, opts, None)
+}
+
+/// As [`evaluated`], with image inputs counted at `image` (each input's default when `None`).
+pub fn evaluated_at(
+    s: &Subject,
+    opts: harch_engine::EvalOptions,
+    image: Option<harch_engine::ImageSize>,
+) -> anyhow::Result<(harch_engine::ModelIr, harch_engine::Analysis)> {
     if let Some(n) = s.target.note() {
         eprintln!("note: {n}");
     }
     let ir = specs::load(&s.target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
-    let a = harch_engine::evaluate(&ir, &s.truth.config, opts);
+    let a = harch_engine::evaluate_at(&ir, &s.truth.config, opts, image);
     if !a.errors.is_empty() {
         let mut errs = a.errors.clone();
         s.target.relocate_all(&mut errs);

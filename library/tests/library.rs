@@ -1,4 +1,4 @@
-//! The spec library reproduces its seven checkpoints: every library spec, evaluated once against
+//! The spec library reproduces its eight checkpoints: every library spec, evaluated once against
 //! the bundled snapshot of its model, gives the checkpoint's exact bytes, tensor count and
 //! parameter count, the reference KV-cache sizes, and active-parameter counts within 2% of the
 //! publishers' figures. The parameter-counting convention is written in docs/conventions.md.
@@ -23,7 +23,7 @@ struct Expected {
     state_bytes_per_sequence: i128,
 }
 
-const LIBRARY: [Expected; 7] = [
+const LIBRARY: [Expected; 8] = [
     Expected {
         id: "meta-llama/Llama-3.1-8B",
         params_total: 8_030_261_248,
@@ -74,6 +74,16 @@ const LIBRARY: [Expected; 7] = [
         window: None,
         // 36 DeltaNet layers: fp32 recurrent state 75,497,472 + bf16 conv state 1,769,472.
         state_bytes_per_sequence: 77_266_944,
+    },
+    Expected {
+        id: "Qwen/Qwen3.5-35B-A3B",
+        // Text 35,505,251,456 (MTP 844,640,768 included) + vision tower 446,571,248.
+        params_total: 35_951_822_704,
+        // 10 full-attention layers × 2 KV heads × 256 × 2 (k, v) × 2 bytes.
+        kv_bytes_per_token: 20_480,
+        window: None,
+        // 30 DeltaNet layers: fp32 recurrent state 62,914,560 + bf16 conv state 1,474,560.
+        state_bytes_per_sequence: 64_389_120,
     },
 ];
 
@@ -274,11 +284,12 @@ fn caches_derived_from_decode_reads_match_the_reference() {
                 e.id
             );
         }
-        let state = if e.id == "Qwen/Qwen3-Next-80B-A3B" {
+        let state = match e.id {
             // 36 layers × (32 × 128 × 128 recurrent + 8192 × 3 conv).
-            36 * (32 * 128 * 128 + 8192 * 3)
-        } else {
-            0
+            "Qwen/Qwen3-Next-80B-A3B" => 36 * (32 * 128 * 128 + 8192 * 3),
+            // 30 DeltaNet layers of the same shape (the vision tower reads nothing back).
+            "Qwen/Qwen3.5-35B-A3B" => 30 * (32 * 128 * 128 + 8192 * 3),
+            _ => 0,
         };
         assert_eq!(elements(Growth::Constant), state, "{}", e.id);
     }

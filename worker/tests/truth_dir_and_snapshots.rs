@@ -12,7 +12,7 @@ const MINILM_FILE_LEN: u64 = 90_868_376;
 
 /// Tensor count and payload bytes of each library checkpoint, from its real safetensors headers
 /// (payload bytes = the index's metadata.total_size).
-const LIBRARY: [(&str, usize, u64); 7] = [
+const LIBRARY: [(&str, usize, u64); 8] = [
     ("meta-llama/Llama-3.1-8B", 291, 16_060_522_496),
     ("Qwen/Qwen3-8B", 399, 16_381_470_720),
     ("Qwen/Qwen3-30B-A3B", 18_867, 61_064_245_248),
@@ -20,6 +20,7 @@ const LIBRARY: [(&str, usize, u64); 7] = [
     ("deepseek-ai/DeepSeek-V2-Lite", 5_291, 31_412_968_448),
     ("openai/gpt-oss-20b", 459, 13_761_264_768),
     ("Qwen/Qwen3-Next-80B-A3B", 75_944, 162_649_725_440),
+    ("Qwen/Qwen3.5-35B-A3B", 1_811, 71_903_655_008),
 ];
 
 #[test]

@@ -138,6 +138,9 @@ mod linear_attention;
 mod moe;
 mod norms;
 mod stored;
+mod vision;
+
+pub use vision::{JOIN_OP, MERGE_OP, PATCH_OP};
 
 /// One family of ops: its registry entries and the `apply` that implements them.
 struct Family {
@@ -174,6 +177,10 @@ static FAMILIES: &[Family] = &[
     Family {
         ops: stored::OPS,
         apply: stored::apply,
+    },
+    Family {
+        ops: vision::OPS,
+        apply: vision::apply,
     },
 ];
 
@@ -233,7 +240,7 @@ pub fn history(op: &str) -> History {
 pub fn is_view(op: &str) -> bool {
     matches!(
         op,
-        "head_split" | "head_merge" | "broadcast_heads" | "concat"
+        "head_split" | "head_merge" | "broadcast_heads" | "concat" | "spatial_merge"
     )
 }
 

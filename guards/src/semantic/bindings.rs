@@ -47,7 +47,8 @@ pub mod code {
 }
 
 pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
-    let config = &truth.config;
+    let text_config = crate::config_view::text(&truth.config);
+    let config = &*text_config;
     let mut out = identity(ir, truth);
     if !out.is_empty() {
         // Every other comparison would hold one model's spec to another model's facts.
@@ -147,12 +148,7 @@ fn count_of(v: &serde_json::Value) -> Option<i128> {
     v.as_u64().map(i128::from)
 }
 
-fn reads_key(a: &Analysis, key: &str) -> bool {
-    let p = format!("config.{key}");
-    a.config_reads
-        .iter()
-        .any(|r| r == &p || r.starts_with(&format!("{p}.")) || r.starts_with(&format!("{p}[")))
-}
+use crate::config_view::reads_key;
 
 /// M005: every spelling of a quantity the spec reads (and every key of its products) holds a
 /// non-negative integer.
@@ -188,6 +184,19 @@ fn counts(a: &Analysis, config: &serde_json::Value, keys: &ConfigKeys) -> Vec<Di
     out
 }
 
+/// The text model's key a config path names: `config.k`, or `config.text_config.k`.
+fn text_key(path: &[PathSeg]) -> Option<&str> {
+    match path {
+        [PathSeg::Key(k)] => Some(k),
+        [PathSeg::Key(scope), PathSeg::Key(k)]
+            if crate::config_view::TEXT_SCOPES.contains(&scope.as_ref()) =>
+        {
+            Some(k)
+        }
+        _ => None,
+    }
+}
+
 /// The config keys `??` falls back for in an expression (`config.moe_topk ?? 8`).
 fn fallbacks(e: &Expr, out: &mut Vec<String>) {
     match e {
@@ -202,7 +211,7 @@ fn fallbacks(e: &Expr, out: &mut Vec<String>) {
         Expr::Binary(op, l, r) => {
             if *op == BinOp::Coalesce
                 && let Expr::Config(path) = &**l
-                && let [PathSeg::Key(k)] = path.as_slice()
+                && let Some(k) = text_key(path)
             {
                 out.push(k.to_string());
             }
@@ -462,7 +471,8 @@ fn stacks(
     let (mut main, mut mtp) = (0i128, 0i128);
     let mut main_stacks = BTreeSet::new();
     let mut mtp_stacks = BTreeSet::new();
-    for g in &a.groups {
+    // An encoder's blocks are the tower's (vision_config's depth), not the text model's layers.
+    for g in a.groups.iter().filter(|g| g.encoder.is_none()) {
         if g.top_role.as_deref() == Some("mtp") {
             mtp += g.layers.len() as i128;
             mtp_stacks.insert(g.stack.as_str());

@@ -58,6 +58,7 @@ pub fn check(_ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     out.extend(norm_offsets(a, truth, &sk));
     out.extend(activations(a, truth, &sk));
     out.extend(rope_layout(a, truth, &sk));
+    out.extend(super::towers::check(a, &sk));
     out
 }
 
@@ -283,7 +284,8 @@ fn act_family(name: &str) -> String {
 
 /// The activation config and source agree on for MLPs, with where it was read.
 fn expected_activation(truth: &Truth, sk: &Skeleton) -> Option<(String, String)> {
-    let config_str = |k: &str| truth.config.get(k).and_then(|v| v.as_str());
+    let text_config = crate::config_view::text(&truth.config);
+    let config_str = |k: &str| text_config.get(k).and_then(|v| v.as_str());
     let mut found: BTreeSet<(String, String)> = BTreeSet::new();
     for (name, c) in &sk.classes {
         let mlp = ["MLP", "Mlp", "Expert", "FeedForward", "FFN"]
@@ -337,10 +339,20 @@ fn activations(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
         return out;
     };
     let mut seen = BTreeSet::new();
+    // An encoder's MLPs take the activation of its own sub-config (`vision_config.hidden_act`).
+    let encoder_act = crate::config_view::ENCODER_SCOPES.iter().find_map(|s| {
+        let v = truth.config.get(*s)?.get("hidden_act")?.as_str()?;
+        Some((act_family(v), format!("config `{s}.hidden_act` = \"{v}\"")))
+    });
     for n in &a.nodes {
         if !n.role.starts_with("ffn") {
             continue;
         }
+        let (want, from) = match (&n.per_image, &encoder_act) {
+            (None, _) => (&want, &from),
+            (Some(_), Some((w, f))) => (w, f),
+            (Some(_), None) => continue,
+        };
         let got = match n.op.as_str() {
             "silu" | "gelu" | "relu" => n.op.clone(),
             "glu" => match n.args.get("act") {
@@ -349,7 +361,7 @@ fn activations(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
             },
             _ => continue,
         };
-        if act_family(&got) != want {
+        if &act_family(&got) != want {
             once(
                 &mut seen,
                 Diagnostic::new(
@@ -414,7 +426,7 @@ fn layout_of(sk: &Skeleton, f: &str, depth: usize) -> Option<Layout> {
 
 /// Whether config (or the configuration class's default) makes `key` true.
 fn config_truthy(truth: &Truth, sk: &Skeleton, key: &str) -> Option<bool> {
-    match truth.config.get(key) {
+    match crate::config_view::text(&truth.config).get(key) {
         Some(serde_json::Value::Bool(b)) => Some(*b),
         Some(serde_json::Value::Number(n)) => Some(n.as_f64() != Some(0.0)),
         Some(serde_json::Value::Null) | None => match sk.config_defaults.get(key).copied() {

@@ -10,6 +10,7 @@ pub mod bindings;
 mod dataflow;
 mod kinds;
 mod skeleton;
+mod towers;
 
 use harch_engine::Analysis;
 use harch_engine::ir::ModelIr;

@@ -154,15 +154,43 @@ pub struct Args {
     /// Print the figures as JSON (with --ops: every op's row); errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Images per request: their tokens join the prompt (the prefill context) and their
+    /// encoding is reported per request.
+    #[arg(long, default_value_t = 0)]
+    pub images: u32,
+    /// Count image inputs at this resolution (HEIGHTxWIDTH pixels); default each input's own.
+    #[arg(long, value_name = "HxW")]
+    pub image: Option<harch_engine::ImageSize>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let table = hardware_table()?;
-    let req = args.deployment.request(&table)?;
+    let mut req = args.deployment.request(&table)?;
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
     // Formulas on: which dims each axis carries is read from them.
-    let (ir, a) =
-        subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
+    let (ir, a) = subject::evaluated_at(&s, EvalOptions { symbolic: true }, args.image)
+        .map_err(crate::cli::failed)?;
+    // Images fill token positions of the prompt; encoding them runs once per image.
+    let (image_tokens, encode_flops) = a.images_in_context(i128::from(args.images));
+    if args.images > 0 && a.images.is_empty() {
+        bail!(
+            "--images {}: spec `{}` has no image input",
+            args.images,
+            ir.name
+        );
+    }
+    req.input += image_tokens;
+    if let Some(c) = req.context.as_mut() {
+        *c += image_tokens;
+    }
+    if args.images > 0 && !args.json {
+        outln!(
+            "{} image(s): {} prompt tokens, encoding {} FLOPs per request (each encoder once per image; not in the phase costs below)",
+            args.images,
+            image_tokens,
+            harch_worker::text::group_digits(encode_flops.v)
+        );
+    }
     let model = Model::new(&ir, &a, &s.truth.config)?;
     if let Some(spec) = &args.sweep {
         return run_sweep(&model, &req, spec, &args);
@@ -170,6 +198,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (_, report) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
     if args.json {
         let mut v = serde_json::to_value(&report)?;
+        if args.images > 0 {
+            // Encoding is per image, outside the phase costs: reported beside them.
+            v["images"] = serde_json::json!({
+                "per_request": args.images,
+                "prompt_tokens": image_tokens,
+                "encode_flops_per_request": encode_flops.v,
+                "encoders": a.encoder_summaries(),
+            });
+        }
         if args.ops {
             for (phase, res) in [("prefill", &report.prefill), ("decode", &report.decode)] {
                 if let Some(c) = &res.cost {

@@ -14,11 +14,16 @@ pub struct Args {
     /// Print the summary as JSON (groups, params, bytes, KV, FLOPs); errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Count image inputs at this resolution (HEIGHTxWIDTH pixels, e.g. 448x448); default each
+    /// input's own.
+    #[arg(long, value_name = "HxW")]
+    pub image: Option<harch_engine::ImageSize>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = subject::resolve(&args.spec, args.truth.as_deref())?;
-    let (ir, a) = subject::evaluated(&s, EvalOptions::default()).map_err(crate::cli::failed)?;
+    let (ir, a) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
+        .map_err(crate::cli::failed)?;
     let sum = a.summary();
     if args.json {
         crate::cli::out::print_json(&sum)?;
@@ -69,6 +74,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     for (d, b) in &sum.weight_bytes_by_dtype {
         outln!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
+    }
+    if !sum.encoders.is_empty() {
+        outln!();
+        outln!(
+            "{:<28} {:>24}",
+            "text model params",
+            group_digits(sum.params_text)
+        );
+        for e in &sum.encoders {
+            outln!(
+                "encoder of `{}` at {}x{} ({} patches, {} tokens per image)",
+                e.input,
+                e.height,
+                e.width,
+                group_digits(e.patches),
+                group_digits(e.tokens_per_image)
+            );
+            outln!("{:<28} {:>24}", "  params", group_digits(e.params));
+            outln!(
+                "{:<28} {:>24}",
+                "  weight bytes",
+                group_digits(e.weight_bytes)
+            );
+            outln!(
+                "{:<28} {:>24}",
+                "  FLOPs / image",
+                group_digits(e.flops_per_image)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
