@@ -321,6 +321,24 @@ impl Repo {
         self.models.get(name).map(|(_, f)| f.as_str())
     }
 
+    /// The gap report next to a model spec (`specs/models/<x>.gap.yaml` beside `<x>.yaml`), by
+    /// the spec's name or file: its file key and text. The report is read whether or not the
+    /// spec validates; checking it is the caller's (it needs the truth).
+    pub fn gap_report(&self, name_or_file: &str) -> Option<(&str, &str)> {
+        let file = self
+            .models
+            .get(name_or_file)
+            .map(|(_, f)| f.as_str())
+            .unwrap_or(name_or_file);
+        let stem = file
+            .strip_suffix(".yaml")
+            .or_else(|| file.strip_suffix(".yml"))?;
+        let key = format!("{stem}.gap.yaml");
+        self.files
+            .get_key_value(&key)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The model spec serving a config `architectures` entry.
     pub fn model_for_architecture(&self, arch: &str) -> Option<&str> {
         self.models

@@ -6,6 +6,7 @@
 
 pub mod ablation;
 pub mod candidate;
+pub mod declared_gap;
 pub mod hub;
 pub mod inventory_cache;
 pub mod pipeline;
