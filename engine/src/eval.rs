@@ -45,7 +45,9 @@ pub fn evaluate(ir: &ModelIr, config: &serde_json::Value, opts: EvalOptions) -> 
         w.top_level();
     }
     w.out.config_reads = w.reads.into_inner();
-    w.out
+    let mut out = w.out;
+    out.set_read_caps();
+    out
 }
 
 /// A value flowing along an edge: its per-token shape, the attention window it carries, and the
@@ -54,6 +56,11 @@ pub fn evaluate(ir: &ModelIr, config: &serde_json::Value, opts: EvalOptions) -> 
 struct Flow {
     shape: Shape,
     window: Option<Q>,
+    /// This value is a selection of so many positions (`topk_select`'s output).
+    selection: Option<Q>,
+    /// This value was computed over a selection of so many positions (an attention that
+    /// took a selection, and what follows it inside the component).
+    selected: Option<Q>,
     from: Rc<[usize]>,
 }
 
@@ -448,6 +455,8 @@ impl<'a> Walker<'a> {
             Flow {
                 shape: vec![],
                 window: None,
+                selection: None,
+                selected: None,
                 from: Rc::from([]),
             },
         );
@@ -790,6 +799,7 @@ impl<'a> Walker<'a> {
         } else {
             scope.phase
         };
+        let main_first = self.out.nodes.len();
         let (outs, node_idx) = self.graph(
             &comp.nodes,
             &comp.inputs,
@@ -800,6 +810,7 @@ impl<'a> Walker<'a> {
                 ..sc.clone()
             },
         )?;
+        let variant_first = self.out.nodes.len();
         if let Some(v) = &comp.decode_variant
             && scope.phase == Phase::Both
             && let Some(var) = self.ir.component(v).cloned()
@@ -822,6 +833,7 @@ impl<'a> Walker<'a> {
                 },
             ) {
                 self.pair_twins(&vidx, &node_idx);
+                self.pair_nested_twins(&sc.id, main_first..variant_first);
                 for f in &vouts {
                     self.out.sinks.extend(f.from.iter().copied());
                 }
@@ -863,6 +875,35 @@ impl<'a> Walker<'a> {
             if let Some(&m) = main.get(id)
                 && self.out.nodes[m].op == self.out.nodes[v].op
                 && self.out.nodes[m].shape == self.out.nodes[v].shape
+            {
+                self.out.nodes[v].twin = Some(m);
+            }
+        }
+    }
+
+    /// Components nested in a decode variant (an indexer inside the attention) recompute their
+    /// nodes too: pair each of their rows with the main-graph row of the same path under the
+    /// component instance `inst` (walked as rows `main`).
+    fn pair_nested_twins(&mut self, inst: &str, main: std::ops::Range<usize>) {
+        let prefix = join_id(inst, crate::rows::DECODE_SCOPE);
+        let by_id: HashMap<String, usize> = main
+            .clone()
+            .map(|m| (self.out.nodes[m].id.clone(), m))
+            .collect();
+        for v in main.end..self.out.nodes.len() {
+            let n = &self.out.nodes[v];
+            if n.twin.is_some() {
+                continue;
+            }
+            let Some(rest) = n.id.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some(rest) = rest.strip_prefix('.').filter(|r| r.contains('.')) else {
+                continue;
+            };
+            if let Some(&m) = by_id.get(&join_id(inst, rest))
+                && self.out.nodes[m].op == n.op
+                && self.out.nodes[m].shape == n.shape
             {
                 self.out.nodes[v].twin = Some(m);
             }
@@ -951,8 +992,10 @@ impl<'a> Walker<'a> {
                     loc.clone(),
                 );
                 let outs = self.component(&comp, &sc, inputs, bind, &loc)?;
-                let out = outs.into_iter().next()?;
+                let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
+                // A selection caps the attention that took it, not what reads its result.
+                out.selected = None;
                 Some(out)
             }
             NodeKind::Slot(slot) => {
@@ -985,8 +1028,9 @@ impl<'a> Walker<'a> {
                     loc.clone(),
                 );
                 let outs = self.component(&comp, &sc, inputs, &fill.bind, &loc)?;
-                let out = outs.into_iter().next()?;
+                let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
+                out.selected = None;
                 Some(out)
             }
             NodeKind::Stack(st) => self.stack(node, st, scope, inputs),
@@ -1076,6 +1120,7 @@ impl<'a> Walker<'a> {
             flops_fixed: Q::zero(),
             flops_per_ctx: Q::zero(),
             window: None,
+            selected: None,
             phase: scope.phase,
             args: IndexMap::new(),
             inputs: vec![],
@@ -1152,6 +1197,27 @@ impl<'a> Walker<'a> {
             return None;
         }
         let window = window.or(window_in);
+        // An attention given a selection attends at most the selected positions.
+        let selected_in = inputs.iter().find_map(|f| f.selected.clone());
+        let selected = if spec.name == "attention_score" && inputs.len() == 3 {
+            match &inputs[2].selection {
+                Some(k) => Some(k.clone()),
+                None => {
+                    self.error(
+                        code::SHAPE_AXIS,
+                        format!(
+                            "{id}: the third input of attention_score must be a selection (a topk_select's output), got {}",
+                            ops::show_shape(&inputs[2].shape)
+                        ),
+                        &loc,
+                        Some("select with topk_select over the indexer's scores and pass that node itself, not a copy or a view of it".into()),
+                    );
+                    return None;
+                }
+            }
+        } else {
+            selected_in
+        };
         // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
@@ -1184,6 +1250,7 @@ impl<'a> Walker<'a> {
             r.flops_fixed = out.flops_fixed.clone();
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
+            r.selected = selected.clone();
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
@@ -1215,6 +1282,8 @@ impl<'a> Walker<'a> {
         Some(Flow {
             shape: out.shape,
             window,
+            selection: out.selection,
+            selected,
             from: Rc::from([row]),
         })
     }
@@ -1421,6 +1490,7 @@ impl<'a> Walker<'a> {
                 growth: c.growth,
                 window,
                 elements,
+                read_cap: None,
                 dtype,
                 dtype_bytes: bytes,
                 dtype_origin: origin,

@@ -59,12 +59,17 @@ impl ConfigKeys {
         config: &'c serde_json::Value,
     ) -> Option<(&str, &'c serde_json::Value)> {
         self.quantities.get(quantity)?.keys.iter().find_map(|k| {
-            config
-                .get(k)
+            config_at(config, k)
                 .filter(|v| !v.is_null())
                 .map(|v| (k.as_str(), v))
         })
     }
+}
+
+/// The value at a config key, where a dotted key names a nested one
+/// (`sparse_attention_config.sparse_topk_blocks`).
+pub fn config_at<'c>(config: &'c serde_json::Value, key: &str) -> Option<&'c serde_json::Value> {
+    key.split('.').try_fold(config, |v, k| v.get(k))
 }
 
 /// The value config states for a quantity, and the keys that state it.
@@ -116,7 +121,7 @@ impl ConfigKeys {
             .find_map(|p| {
                 let values: Option<Vec<&serde_json::Value>> = p
                     .iter()
-                    .map(|k| config.get(k).filter(|v| !v.is_null()))
+                    .map(|k| config_at(config, k).filter(|v| !v.is_null()))
                     .collect();
                 let values = values?;
                 (!p.is_empty()).then(|| Stated {

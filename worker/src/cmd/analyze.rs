@@ -225,7 +225,12 @@ pub fn unverified_sections(g: &harch_review::gap::Gap) -> BTreeMap<&'static str,
         ),
         (
             "decode",
-            [&weights[..], &caches[..], &["decode_flops_per_token"]].concat(),
+            [
+                &weights[..],
+                &caches[..],
+                &["decode_flops_per_token", "kv_bytes_read_per_step"],
+            ]
+            .concat(),
         ),
     ];
     sections
