@@ -172,8 +172,9 @@ impl<'m, 'a> Plan<'m, 'a> {
         bytes
     }
 
-    /// Cache bytes a row reads and writes on one GPU of stage `s`: at decode the whole cache
-    /// of each request (by its growth law) and one new token; at prefill the prompt's cache.
+    /// Cache bytes a row reads and writes on one GPU of stage `s`: at decode the cache of each
+    /// request as the step attends it (by its growth law, capped by a selection) and one new
+    /// token; at prefill the prompt's cache.
     pub fn cache_bytes(&self, r: usize, s: usize, step: &Step) -> f64 {
         let m = self.model;
         let a = m.a;
@@ -191,7 +192,9 @@ impl<'m, 'a> Plan<'m, 'a> {
             let per_request = match step.phase {
                 Phase::Prefill => a.cache_row_bytes_at(row, &Q::lit(step.seq)).v,
                 Phase::Decode => {
-                    a.cache_row_bytes_at(row, &Q::lit(step.ctx)).v + a.cache_row_unit_bytes(row).v
+                    // What the step attends (a selection reads only the selected positions).
+                    a.cache_row_read_bytes_at(row, &Q::lit(step.ctx)).v
+                        + a.cache_row_unit_bytes(row).v
                 }
             };
             bytes += step.requests as f64

@@ -62,6 +62,9 @@ pub struct NodeRow {
     pub flops_per_ctx: Q,
     /// Attended-context cap that applies to this node's per-ctx FLOPs.
     pub window: Option<Q>,
+    /// Positions a selection (`topk_select`) lets this node attend, at most: caps its per-ctx
+    /// FLOPs like a window, but what is stored still grows per token.
+    pub selected: Option<Q>,
     pub phase: Phase,
     pub args: IndexMap<String, ArgValue>,
     /// For an op: per `in:` edge, the rows that produce that input (the dataflow edges).
@@ -113,6 +116,9 @@ pub struct CacheRow {
     pub window: Option<Q>,
     /// Elements per token (per_token, window) or per sequence (constant), per layer.
     pub elements: Q,
+    /// Positions a decode step reads when a selection caps every attention reading this
+    /// cache (set after the walk from the dataflow); `None`: all it holds.
+    pub read_cap: Option<Q>,
     pub dtype: String,
     pub dtype_bytes: u32,
     /// Where the dtype was decided.
@@ -530,6 +536,7 @@ impl Analysis {
             "state_bytes_per_sequence" => self.state_bytes_per_sequence(),
             "decode_flops_per_token" => self.decode_flops(&c),
             "prefill_flops" => self.prefill_flops(&c),
+            "kv_bytes_read_per_step" => self.kv_bytes_read_at(&c),
             other => {
                 if let Some(q) = self.dims.get(other) {
                     return Some(q.clone());
@@ -607,4 +614,5 @@ pub const QUANTITIES: &[&str] = &[
     "state_bytes_per_sequence",
     "decode_flops_per_token",
     "prefill_flops",
+    "kv_bytes_read_per_step",
 ];

@@ -29,6 +29,8 @@ pub struct DecodeRead {
     pub window: Option<Q>,
     /// Elements per token (`per_token`, `window`) or per sequence (`constant`), per copy.
     pub elements: Q,
+    /// The positions a selection lets the reader attend, at most (`NodeRow::selected`).
+    pub selected: Option<Q>,
 }
 
 impl DecodeRead {
@@ -50,6 +52,22 @@ impl Analysis {
     pub fn decode_reads(&self) -> Vec<DecodeRead> {
         let mut out: Vec<DecodeRead> = Vec::new();
         let mut at: HashMap<usize, usize> = HashMap::new();
+        for read in self.reads() {
+            match at.get(&read.node) {
+                Some(&k) if out[k].weaker_than(&read) => out[k] = read,
+                Some(_) => {}
+                None => {
+                    at.insert(read.node, out.len());
+                    out.push(read);
+                }
+            }
+        }
+        out
+    }
+
+    /// Every read of an earlier position's value by every decode-time reader, unmerged.
+    fn reads(&self) -> Vec<DecodeRead> {
+        let mut out: Vec<DecodeRead> = Vec::new();
         for (r, n) in self.nodes.iter().enumerate() {
             // An encoder runs once per image over all of its positions: nothing it reads
             // comes from an earlier decode step.
@@ -101,18 +119,46 @@ impl Analysis {
                     growth,
                     window,
                     elements,
+                    selected: n.selected.clone(),
                 };
-                match at.get(&read.node) {
-                    Some(&k) if out[k].weaker_than(&read) => out[k] = read,
-                    Some(_) => {}
-                    None => {
-                        at.insert(read.node, out.len());
-                        out.push(read);
-                    }
-                }
+                out.push(read);
             }
         }
         out
+    }
+
+    /// Sets each cache row's `read_cap`: the positions a decode step reads from it when every
+    /// attention reading it attends a selection (the largest selection among them); a cache
+    /// that any reader reads whole keeps `None`. Called once, after the walk.
+    pub(crate) fn set_read_caps(&mut self) {
+        // Per read node: Some(cap) while every reader so far is capped, None once one is not.
+        let mut caps: HashMap<usize, Option<Q>> = HashMap::new();
+        for read in self.reads() {
+            let cap = match (caps.get(&read.node), &read.selected) {
+                (None, s) => s.clone(),
+                (Some(Some(a)), Some(b)) => Some(if b.v > a.v { b.clone() } else { a.clone() }),
+                _ => None,
+            };
+            caps.insert(read.node, cap);
+        }
+        let found: Vec<Option<Q>> = self
+            .caches
+            .iter()
+            .map(|c| {
+                let read: Vec<&Option<Q>> = self
+                    .through_views(c.node)
+                    .into_iter()
+                    .filter_map(|p| caps.get(&self.nodes[p].twin.unwrap_or(p)))
+                    .collect();
+                if read.is_empty() || read.iter().any(|k| k.is_none()) {
+                    return None;
+                }
+                read.into_iter().flatten().max_by_key(|k| k.v).cloned()
+            })
+            .collect();
+        for (c, cap) in self.caches.iter_mut().zip(found) {
+            c.read_cap = cap;
+        }
     }
 
     /// The rows whose values `row` carries: itself, or, through views, what the views read.

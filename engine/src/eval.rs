@@ -83,7 +83,9 @@ pub fn evaluate_at(
         w.top_level();
     }
     w.out.config_reads = w.reads.into_inner();
-    w.out
+    let mut out = w.out;
+    out.set_read_caps();
+    out
 }
 
 /// A value flowing along an edge: its per-token shape, the attention window it carries, and the
@@ -92,6 +94,11 @@ pub fn evaluate_at(
 struct Flow {
     shape: Shape,
     window: Option<Q>,
+    /// This value is a selection of so many positions (`topk_select`'s output).
+    selection: Option<Q>,
+    /// This value was computed over a selection of so many positions (an attention that
+    /// took a selection, and what follows it inside the component).
+    selected: Option<Q>,
     from: Rc<[usize]>,
     /// Set on an encoder's values: the image input and its positions per image.
     image: Option<Rc<PerImage>>,
@@ -489,6 +496,8 @@ impl<'a> Walker<'a> {
             Flow {
                 shape: vec![],
                 window: None,
+                selection: None,
+                selected: None,
                 from: Rc::from([]),
                 image: None,
             },
@@ -848,6 +857,7 @@ impl<'a> Walker<'a> {
         } else {
             scope.phase
         };
+        let main_first = self.out.nodes.len();
         let (outs, node_idx) = self.graph(
             &comp.nodes,
             &comp.inputs,
@@ -858,6 +868,7 @@ impl<'a> Walker<'a> {
                 ..sc.clone()
             },
         )?;
+        let variant_first = self.out.nodes.len();
         if let Some(v) = &comp.decode_variant
             && scope.phase == Phase::Both
             && let Some(var) = self.ir.component(v).cloned()
@@ -880,6 +891,7 @@ impl<'a> Walker<'a> {
                 },
             ) {
                 self.pair_twins(&vidx, &node_idx);
+                self.pair_nested_twins(&sc.id, main_first..variant_first);
                 for f in &vouts {
                     self.out.sinks.extend(f.from.iter().copied());
                 }
@@ -921,6 +933,35 @@ impl<'a> Walker<'a> {
             if let Some(&m) = main.get(id)
                 && self.out.nodes[m].op == self.out.nodes[v].op
                 && self.out.nodes[m].shape == self.out.nodes[v].shape
+            {
+                self.out.nodes[v].twin = Some(m);
+            }
+        }
+    }
+
+    /// Components nested in a decode variant (an indexer inside the attention) recompute their
+    /// nodes too: pair each of their rows with the main-graph row of the same path under the
+    /// component instance `inst` (walked as rows `main`).
+    fn pair_nested_twins(&mut self, inst: &str, main: std::ops::Range<usize>) {
+        let prefix = join_id(inst, crate::rows::DECODE_SCOPE);
+        let by_id: HashMap<String, usize> = main
+            .clone()
+            .map(|m| (self.out.nodes[m].id.clone(), m))
+            .collect();
+        for v in main.end..self.out.nodes.len() {
+            let n = &self.out.nodes[v];
+            if n.twin.is_some() {
+                continue;
+            }
+            let Some(rest) = n.id.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some(rest) = rest.strip_prefix('.').filter(|r| r.contains('.')) else {
+                continue;
+            };
+            if let Some(&m) = by_id.get(&join_id(inst, rest))
+                && self.out.nodes[m].op == n.op
+                && self.out.nodes[m].shape == n.shape
             {
                 self.out.nodes[v].twin = Some(m);
             }
@@ -1031,8 +1072,10 @@ impl<'a> Walker<'a> {
                     loc.clone(),
                 );
                 let outs = self.component(&comp, &sc, inputs, bind, &loc)?;
-                let out = outs.into_iter().next()?;
+                let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
+                // A selection caps the attention that took it, not what reads its result.
+                out.selected = None;
                 Some(out)
             }
             NodeKind::Slot(slot) => {
@@ -1065,8 +1108,9 @@ impl<'a> Walker<'a> {
                     loc.clone(),
                 );
                 let outs = self.component(&comp, &sc, inputs, &fill.bind, &loc)?;
-                let out = outs.into_iter().next()?;
+                let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
+                out.selected = None;
                 Some(out)
             }
             NodeKind::Stack(st) => self.stack(node, st, scope, inputs),
@@ -1156,6 +1200,7 @@ impl<'a> Walker<'a> {
             flops_fixed: Q::zero(),
             flops_per_ctx: Q::zero(),
             window: None,
+            selected: None,
             phase: scope.phase,
             args: IndexMap::new(),
             inputs: vec![],
@@ -1233,6 +1278,27 @@ impl<'a> Walker<'a> {
             return None;
         }
         let window = window.or(window_in);
+        // An attention given a selection attends at most the selected positions.
+        let selected_in = inputs.iter().find_map(|f| f.selected.clone());
+        let selected = if spec.name == "attention_score" && inputs.len() == 3 {
+            match &inputs[2].selection {
+                Some(k) => Some(k.clone()),
+                None => {
+                    self.error(
+                        code::SHAPE_AXIS,
+                        format!(
+                            "{id}: the third input of attention_score must be a selection (a topk_select's output), got {}",
+                            ops::show_shape(&inputs[2].shape)
+                        ),
+                        &loc,
+                        Some("select with topk_select over the indexer's scores and pass that node itself, not a copy or a view of it".into()),
+                    );
+                    return None;
+                }
+            }
+        } else {
+            selected_in
+        };
         // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
@@ -1265,6 +1331,7 @@ impl<'a> Walker<'a> {
             r.flops_fixed = out.flops_fixed.clone();
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
+            r.selected = selected.clone();
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
@@ -1301,6 +1368,8 @@ impl<'a> Walker<'a> {
         Some(Flow {
             shape: out.shape,
             window,
+            selection: out.selection,
+            selected,
             from: Rc::from([row]),
             image,
         })
@@ -1516,6 +1585,7 @@ impl<'a> Walker<'a> {
                 growth: c.growth,
                 window,
                 elements,
+                read_cap: None,
                 dtype,
                 dtype_bytes: bytes,
                 dtype_origin: origin,

@@ -59,12 +59,17 @@ impl ConfigKeys {
         config: &'c serde_json::Value,
     ) -> Option<(&str, &'c serde_json::Value)> {
         self.quantities.get(quantity)?.keys.iter().find_map(|k| {
-            config
-                .get(k)
+            config_at(config, k)
                 .filter(|v| !v.is_null())
                 .map(|v| (k.as_str(), v))
         })
     }
+}
+
+/// The value at a config key, where a dotted key names a nested one
+/// (`sparse_attention_config.sparse_topk_blocks`).
+pub fn config_at<'c>(config: &'c serde_json::Value, key: &str) -> Option<&'c serde_json::Value> {
+    key.split('.').try_fold(config, |v, k| v.get(k))
 }
 
 /// The value config states for a quantity, and the keys that state it.
@@ -116,7 +121,7 @@ impl ConfigKeys {
             .find_map(|p| {
                 let values: Option<Vec<&serde_json::Value>> = p
                     .iter()
-                    .map(|k| config.get(k).filter(|v| !v.is_null()))
+                    .map(|k| config_at(config, k).filter(|v| !v.is_null()))
                     .collect();
                 let values = values?;
                 (!p.is_empty()).then(|| Stated {
@@ -319,6 +324,24 @@ impl Repo {
 
     pub fn model_file(&self, name: &str) -> Option<&str> {
         self.models.get(name).map(|(_, f)| f.as_str())
+    }
+
+    /// The gap report next to a model spec (`specs/models/<x>.gap.yaml` beside `<x>.yaml`), by
+    /// the spec's name or file: its file key and text. The report is read whether or not the
+    /// spec validates; checking it is the caller's (it needs the truth).
+    pub fn gap_report(&self, name_or_file: &str) -> Option<(&str, &str)> {
+        let file = self
+            .models
+            .get(name_or_file)
+            .map(|(_, f)| f.as_str())
+            .unwrap_or(name_or_file);
+        let stem = file
+            .strip_suffix(".yaml")
+            .or_else(|| file.strip_suffix(".yml"))?;
+        let key = format!("{stem}.gap.yaml");
+        self.files
+            .get_key_value(&key)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// The model spec serving a config `architectures` entry.

@@ -50,9 +50,29 @@ impl Analysis {
         }
     }
 
+    /// Bytes a decode step at a context reads from one cache row: what it holds by its growth
+    /// law, or, when a selection caps every attention reading it, the selected positions.
+    pub fn cache_row_read_bytes_at(&self, c: &CacheRow, ctx: &Q) -> Q {
+        match &c.read_cap {
+            Some(k) if k.v < ctx.v && c.growth != Growth::Constant => self.cache_row_bytes_at(c, k),
+            _ => self.cache_row_bytes_at(c, ctx),
+        }
+    }
+
+    /// Cache bytes one decode step at a context reads, over the main model's caches.
+    pub fn kv_bytes_read_at(&self, ctx: &Q) -> Q {
+        let terms: Vec<Q> = self
+            .caches
+            .iter()
+            .filter(|c| self.is_main_row(c.node))
+            .map(|c| self.cache_row_read_bytes_at(c, ctx))
+            .collect();
+        Q::sum(&terms)
+    }
+
     /// FLOPs of a node row (all its active copies) for one sequence's decode step at a context.
     pub fn node_decode_flops(&self, n: &NodeRow, ctx: &Q) -> Q {
-        let l = match &n.window {
+        let l = match attended_cap(n) {
             Some(w) if w.v < ctx.v => w,
             _ => ctx,
         };
@@ -62,7 +82,7 @@ impl Analysis {
     /// FLOPs of a node row (all its active copies) for one sequence's causal prefill of `seq`
     /// tokens.
     pub fn node_prefill_flops(&self, n: &NodeRow, seq: &Q) -> Q {
-        let attended = attended_positions(seq, n.window.as_ref());
+        let attended = attended_positions(seq, attended_cap(n));
         &n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended))
     }
 
@@ -97,5 +117,14 @@ impl Analysis {
             id.strip_prefix(&head)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         })
+    }
+}
+
+/// The most positions a node attends per query: its window or its selection, whichever is
+/// smaller (each caps the sum over positions the same way: min(cap, t) for query t).
+pub fn attended_cap(n: &NodeRow) -> Option<&Q> {
+    match (&n.window, &n.selected) {
+        (Some(w), Some(k)) => Some(if k.v < w.v { k } else { w }),
+        (w, k) => w.as_ref().or(k.as_ref()),
     }
 }

@@ -18,10 +18,25 @@ pub mod code {
 }
 
 /// Names the source registers as buffers: the first argument of each
-/// `register_buffer("name", ...)` (either quote).
+/// `register_buffer("name", ...)` (either quote), and the attribute each transformers-5
+/// `self.name = nn.Buffer(...)` assigns.
 pub fn registered_buffers<'a>(texts: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for t in texts {
+        for line in t.lines().filter(|l| l.contains("nn.Buffer(")) {
+            let Some((lhs, rhs)) = line.split_once('=') else {
+                continue;
+            };
+            let is_buffer = rhs.trim_start().starts_with("nn.Buffer(")
+                || rhs.trim_start().starts_with("torch.nn.Buffer(");
+            let name = lhs.trim().strip_prefix("self.").unwrap_or("");
+            if is_buffer
+                && !name.is_empty()
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+            {
+                out.insert(name.to_string());
+            }
+        }
         for (at, _) in t.match_indices("register_buffer(") {
             let rest = t[at + "register_buffer(".len()..].trim_start();
             let Some(q) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') else {
@@ -254,4 +269,19 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
         }
     }
     out
+}
+
+#[cfg(test)]
+mod buffer_tests {
+    use super::registered_buffers;
+
+    #[test]
+    fn buffers_are_found_the_v4_and_the_v5_way() {
+        let src = [
+            "self.register_buffer(\"inv_freq\", inv_freq, persistent=False)\n".to_string(),
+            "        self.e_score_correction_bias = nn.Buffer(torch.zeros((self.num_experts), dtype=torch.float32))\n        self.tid2eid = torch.nn.Buffer(torch.zeros(v, k, dtype=torch.int64))\n        self.weight = nn.Parameter(torch.ones(h))\n        x = nn.Buffer(y)\n".to_string(),
+        ];
+        let got: Vec<String> = registered_buffers(src.iter()).into_iter().collect();
+        assert_eq!(got, ["e_score_correction_bias", "inv_freq", "tid2eid"]);
+    }
 }

@@ -35,6 +35,15 @@ impl Candidate {
         };
         let model_key = format!("specs/models/{model_file}");
         let mut files = BTreeMap::from([(model_key.clone(), text)]);
+        // The gap report a valid spec was kept with (`<model>.gap.yaml`).
+        if let Some(stem) = model_file.strip_suffix(".yaml") {
+            let gap = specs_dir.join("models").join(format!("{stem}.gap.yaml"));
+            if gap.is_file() {
+                let text = std::fs::read_to_string(&gap)
+                    .with_context(|| format!("reading {}", gap.display()))?;
+                files.insert(format!("specs/models/{stem}.gap.yaml"), text);
+            }
+        }
         for (name, text) in yaml_files(&specs_dir.join("components/drafts"))? {
             files.insert(format!("specs/components/drafts/{name}"), text);
         }
@@ -134,7 +143,8 @@ pub fn validate_with_analysis(
 
 /// The spec a stage kept (`<spec_dir>/models/<one>.yaml` and its drafts).
 pub fn read_stage_spec(spec_dir: &Path) -> anyhow::Result<Candidate> {
-    let models = yaml_files(&spec_dir.join("models"))?;
+    let mut models = yaml_files(&spec_dir.join("models"))?;
+    models.retain(|(name, _)| !name.ends_with(".gap.yaml"));
     let [(model_file, _)] = models.as_slice() else {
         bail!(
             "{} should hold exactly one model spec, found {}",
@@ -176,14 +186,16 @@ pub fn verify_generated(
     let candidate = read_stage_spec(spec_dir)?;
     let truth = harch_truth::source::load_truth(truth_dir)?;
     let library = library_files(&crate::specs::root())?;
-    let report = validate(&library, &candidate, &truth, &guard_set(tier)?);
-    Ok(crate::verify::VerifyOutcome {
-        spec: candidate.model_key.clone(),
-        valid: report.valid,
-        errors: report.errors.len(),
-        warnings: report.warnings.len(),
-        report_json: serde_json::to_value(&report)?,
-    })
+    let mut report = validate(&library, &candidate, &truth, &guard_set(tier)?);
+    let mut files = library;
+    files.extend(candidate.files.clone());
+    let gap = crate::declared_gap::validate_with_gap(
+        &Repo::from_files(files),
+        &candidate.model_key,
+        &truth,
+        &mut report,
+    );
+    crate::verify::VerifyOutcome::of(candidate.model_key.clone(), &report, gap.as_ref())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! No network, no job records, no agents: everything here takes paths and returns values.
 
 pub mod candidate;
+pub mod declared_gap;
 pub mod specs;
 pub mod subject;
 pub mod verify;

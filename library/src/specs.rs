@@ -143,6 +143,13 @@ pub fn resolve_spec(root: &Path, arg: &str) -> anyhow::Result<Target> {
         if !inside {
             paths.insert(key.clone(), arg.to_string());
             extra.push((key.clone(), text.clone()));
+            // The gap report beside the spec travels with it (`x.yaml` and `x.gap.yaml`).
+            let gap = p.with_extension("gap.yaml");
+            if let (Some(stem), true) = (key.strip_suffix(".yaml"), gap.is_file()) {
+                let gap_key = format!("{stem}.gap.yaml");
+                paths.insert(gap_key.clone(), gap.display().to_string());
+                extra.push((gap_key, std::fs::read_to_string(&gap)?));
+            }
             if let Some(dir) = p.parent() {
                 let drafts = dir.join("drafts");
                 if drafts.is_dir() {

@@ -18,6 +18,27 @@ pub struct VerifyOutcome {
     pub errors: usize,
     pub warnings: usize,
     pub report_json: serde_json::Value,
+    /// A valid spec's declared gap, as one line (what it leaves unverified).
+    pub declared_gap: Option<String>,
+}
+
+impl VerifyOutcome {
+    pub fn of(
+        spec: String,
+        report: &harch_guards::Report,
+        gap: Option<&harch_review::gap::Gap>,
+    ) -> anyhow::Result<VerifyOutcome> {
+        let mut report_json = serde_json::to_value(report)?;
+        report_json["declared_gap"] = serde_json::to_value(gap)?;
+        Ok(VerifyOutcome {
+            spec,
+            valid: report.valid,
+            errors: report.errors.len(),
+            warnings: report.warnings.len(),
+            report_json,
+            declared_gap: gap.filter(|_| report.valid).map(crate::declared_gap::line),
+        })
+    }
 }
 
 /// A guard selection as jobs carry it: a tier (`all`, `3`, `packing`) or a list of guards.
@@ -49,12 +70,7 @@ pub fn validate_truth_dir(
             subject::architectures(&truth.config)
         );
     };
-    let (report, _) = harch_guards::validate(&repo, &model, &truth, &guard_set(tier)?);
-    Ok(VerifyOutcome {
-        spec: model,
-        valid: report.valid,
-        errors: report.errors.len(),
-        warnings: report.warnings.len(),
-        report_json: serde_json::to_value(&report)?,
-    })
+    let (mut report, _) = harch_guards::validate(&repo, &model, &truth, &guard_set(tier)?);
+    let gap = crate::declared_gap::validate_with_gap(&repo, &model, &truth, &mut report);
+    VerifyOutcome::of(model, &report, gap.as_ref())
 }

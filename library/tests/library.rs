@@ -1,4 +1,4 @@
-//! The spec library reproduces its eight checkpoints: every library spec, evaluated once against
+//! The spec library reproduces its checkpoints: every library spec, evaluated once against
 //! the bundled snapshot of its model, gives the checkpoint's exact bytes, tensor count and
 //! parameter count, the reference KV-cache sizes, and active-parameter counts within 2% of the
 //! publishers' figures. The parameter-counting convention is written in docs/conventions.md.
@@ -23,7 +23,7 @@ struct Expected {
     state_bytes_per_sequence: i128,
 }
 
-const LIBRARY: [Expected; 8] = [
+const LIBRARY: [Expected; 9] = [
     Expected {
         id: "meta-llama/Llama-3.1-8B",
         params_total: 8_030_261_248,
@@ -50,6 +50,15 @@ const LIBRARY: [Expected; 8] = [
         params_total: 684_489_845_504,
         // 61 main layers × (512 latent + 64 rope key) × 2 bytes; the MTP layer is not counted.
         kv_bytes_per_token: 70_272,
+        window: None,
+        state_bytes_per_sequence: 0,
+    },
+    Expected {
+        id: "deepseek-ai/DeepSeek-V3.2",
+        // REFERENCE_NUMBERS.md "Frontier checkpoints": V3 plus 62 indexers (MTP layer included).
+        params_total: 685_355_329_792,
+        // 61 × (576 latent and rope key + 128 indexer key) × 2 bytes.
+        kv_bytes_per_token: 85_888,
         window: None,
         state_bytes_per_sequence: 0,
     },

@@ -137,19 +137,23 @@ fn summary_table(b: &mut String, p: &Prepared) {
     let rows = [
         (
             "Parameters, total".to_string(),
+            "params_total",
             group_digits(f.params_total),
         ),
         (
             "Parameters, active per token (embedding excluded)".to_string(),
+            "params_active",
             group_digits(f.params_active),
         ),
-        ("Weight bytes".to_string(), bytes),
+        ("Weight bytes".to_string(), "weight_bytes", bytes),
         (
             "KV cache bytes per token".to_string(),
+            "kv_bytes_per_token",
             group_digits(f.kv_bytes_per_token),
         ),
         (
             "State bytes per sequence".to_string(),
+            "state_bytes_per_sequence",
             group_digits(f.state_bytes_per_sequence),
         ),
         (
@@ -157,11 +161,19 @@ fn summary_table(b: &mut String, p: &Prepared) {
                 "Decode FLOPs per token (context {})",
                 group_digits(f.context)
             ),
+            "decode_flops_per_token",
             group_digits(f.decode_flops_per_token),
         ),
     ];
-    for (k, v) in rows {
-        let _ = writeln!(b, "| {k} | {v} |");
+    for (k, q, v) in rows {
+        // A figure a declared gap affects says so in its cell.
+        let label = p
+            .declared_gap
+            .as_ref()
+            .and_then(|g| g.label(&[q]))
+            .map(|l| format!(" ⚠ {}", cell(&l, 200)))
+            .unwrap_or_default();
+        let _ = writeln!(b, "| {k} | {v}{label} |");
     }
     if f.params_mtp != 0 {
         let _ = writeln!(

@@ -47,8 +47,10 @@ pub fn prepare(
     let mut files = library;
     files.extend(candidate.files.clone());
     let repo = Repo::from_files(files);
-    let (report, analysis) =
+    let (mut report, analysis) =
         harch_guards::validate(&repo, &candidate.model_key, &truth, &GuardSet::all());
+    let declared_gap =
+        harch_library::declared_gap::validate_with_gap(&repo, &candidate.model_key, &truth, &mut report);
     let (true, Some(analysis)) = (report.valid, analysis) else {
         let codes: BTreeSet<&str> = report.errors.iter().map(|d| d.code).collect();
         return Err(PublishError::permanent(format!(
@@ -75,6 +77,9 @@ pub fn prepare(
         candidate.model_key.clone(),
         candidate.files[&candidate.model_key].clone().into_bytes(),
     );
+    if let (Some(_), Some((key, text))) = (&declared_gap, repo.gap_report(&candidate.model_key)) {
+        bundle.insert(key.to_string(), text.as_bytes().to_vec());
+    }
     let mut drafts = BTreeMap::new();
     let mut component_diagrams = BTreeMap::new();
     for name in &ir.drafts {
@@ -141,6 +146,7 @@ pub fn prepare(
         model_diagram: mermaid::model(&ir, &summary.groups),
         component_diagrams,
         spec_origin,
+        declared_gap,
     })
 }
 
@@ -191,10 +197,14 @@ fn job_candidate(
     };
     let text = std::fs::read_to_string(spec_root.join(&file))
         .map_err(|e| PublishError::permanent(format!("reading {file}: {e}")))?;
+    let mut files = BTreeMap::from([(file.clone(), text)]);
+    if let Some((key, text)) = repo.gap_report(&file) {
+        files.insert(key.to_string(), text.to_string());
+    }
     Ok((
         Candidate {
-            model_key: file.clone(),
-            files: BTreeMap::from([(file, text)]),
+            model_key: file,
+            files,
         },
         "library".into(),
     ))
@@ -206,7 +216,7 @@ fn yaml_names(dir: &Path) -> Result<Vec<String>, PublishError> {
         .map_err(|e| PublishError::transient(format!("listing {}: {e}", dir.display())))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".yaml") || name.ends_with(".yml") {
+        if (name.ends_with(".yaml") || name.ends_with(".yml")) && !name.ends_with(".gap.yaml") {
             out.push(name);
         }
     }
@@ -265,7 +275,10 @@ pub const LABEL_PREFIX: &str = "harch:";
 
 pub fn propose(p: &Prepared, base: &BaseFacts) -> Proposal {
     let review = &p.provenance.review;
-    let draft_reasons = review.draft_reasons();
+    let mut draft_reasons = review.draft_reasons();
+    if let Some(g) = &p.declared_gap {
+        draft_reasons.push(harch_library::declared_gap::line(g));
+    }
     let mut labels = Vec::new();
     if base.new_spec {
         labels.push("harch:new-architecture".to_string());

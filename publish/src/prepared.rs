@@ -26,6 +26,9 @@ pub struct Prepared {
     pub component_diagrams: BTreeMap<String, String>,
     /// Where the spec came from: `fix`, `generate` or `library`.
     pub spec_origin: String,
+    /// The gap report the spec validates with: its numbers in `affects` are unverified, and
+    /// the pull request is a draft.
+    pub declared_gap: Option<harch_review::gap::Gap>,
 }
 
 /// What the spec repository's base branch already holds of this bundle.

@@ -61,6 +61,8 @@ struct GapDef {
     code: Option<String>,
     #[serde(default)]
     evidence: Vec<String>,
+    #[serde(default)]
+    affects: Vec<String>,
 }
 
 /// A gap report whose every claim holds: what the worker records in the job.
@@ -73,9 +75,26 @@ pub struct Gap {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     pub evidence: Vec<Claim>,
+    /// The engine quantities (`harch_engine::analysis::QUANTITIES`) the gap makes unverified:
+    /// every figure derived from one of them is labelled so wherever it appears.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub affects: Vec<String>,
 }
 
 impl Gap {
+    /// Whether the gap makes engine quantity `name` unverified.
+    pub fn affects(&self, name: &str) -> bool {
+        self.affects.iter().any(|a| a == name)
+    }
+
+    /// The label a figure derived from `quantities` carries, when the gap affects any of them.
+    pub fn label(&self, quantities: &[&str]) -> Option<String> {
+        quantities
+            .iter()
+            .any(|q| self.affects(q))
+            .then(|| format!("unverified (declared gap: {})", clip(&self.summary, 80)))
+    }
+
     /// One line for logs, the job's error and `status`.
     pub fn line(&self) -> String {
         let what = match self.kind {
@@ -95,6 +114,33 @@ impl Gap {
             self.evidence.len()
         )
     }
+}
+
+/// Checks the gap report next to a spec whose validation raised `raised`. A spec that
+/// validates with a gap report is "valid with a declared gap": the report must then be a
+/// `dsl_gap` that names the numbers it affects, which everything that shows them labels.
+pub fn check_declared(
+    file: &str,
+    text: &str,
+    facts: &Facts,
+    raised: &[&str],
+) -> Result<Gap, Vec<Diagnostic>> {
+    let gap = check_gap(file, text, facts, raised)?;
+    if raised.is_empty() && gap.affects.is_empty() {
+        return Err(vec![
+            Diagnostic::new(
+                GUARD,
+                code::SHAPE,
+                "the spec validates and its gap report names no number it affects".to_string(),
+                Location::in_file(file),
+            )
+            .hint(format!(
+                "affects: the quantities the spec cannot state right, from {}",
+                harch_engine::analysis::QUANTITIES.join(", ")
+            )),
+        ]);
+    }
+    Ok(gap)
 }
 
 /// Parses and checks a gap report. `raised` are the codes the last validation of the spec
@@ -162,6 +208,21 @@ pub fn check_gap(
             )),
         }
     }
+    for a in &def.affects {
+        if !harch_engine::analysis::QUANTITIES.contains(&a.as_str()) {
+            errors.push(d(
+                code::SHAPE,
+                format!(
+                    "`affects` names `{}`, which is no quantity of the engine",
+                    clip(a, 80)
+                ),
+                &format!(
+                    "affects: a list of {}",
+                    harch_engine::analysis::QUANTITIES.join(", ")
+                ),
+            ));
+        }
+    }
     if def.evidence.is_empty() {
         errors.push(d(
             code::EVIDENCE,
@@ -202,6 +263,7 @@ pub fn check_gap(
             needs: def.needs,
             code: def.code,
             evidence: claims,
+            affects: def.affects,
         }),
         _ => Err(errors),
     }

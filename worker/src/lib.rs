@@ -4,7 +4,7 @@
 //! crate owns nothing else.
 
 pub use harch_hub as hub;
-pub use harch_library::{candidate, specs, subject, verify};
+pub use harch_library::{candidate, declared_gap, specs, subject, verify};
 pub use harch_pipeline as pipeline;
 pub use harch_pipeline::ablation;
 pub use harch_publish as publish;

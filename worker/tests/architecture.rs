@@ -23,7 +23,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("harch-truth", &["harch-files", "harch-guards"]),
     (
         "harch-library",
-        &["harch-files", "harch-engine", "harch-guards", "harch-truth"],
+        &[
+            "harch-files",
+            "harch-engine",
+            "harch-guards",
+            "harch-review",
+            "harch-truth",
+        ],
     ),
     ("harch-hub", &["harch-files", "harch-guards", "harch-truth"]),
     ("harch-jobs", &["harch-files"]),

@@ -45,9 +45,10 @@ fn deepseek_v3_prompt_is_well_inside_a_200k_window() {
         "DeepSeek-V3 generate prompt is {}",
         p.size
     );
-    assert_eq!(
-        example, "deepseek_v2",
-        "MLA + MoE: the closest example is DeepSeek-V2"
+    // MLA + MoE: the closest example is another DeepSeek (V3.2 since it is in the library).
+    assert!(
+        ["deepseek_v2", "deepseek_v32"].contains(&example.as_str()),
+        "MLA + MoE: the closest example is a DeepSeek MLA spec, got {example}"
     );
     // 91,991 tensors (layer 61 is the MTP layer) in a few dozen range lines, and the whole
     // forward source inline.

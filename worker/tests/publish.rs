@@ -873,6 +873,53 @@ async fn a_github_app_publishes_with_an_installation_token_it_mints() {
     assert!(m.contains("GitHub App 42"), "{m}");
 }
 
+/// A spec that validates with a gap report that holds is published as a draft that says so,
+/// with the report beside the spec and the numbers it affects labelled in the summary table.
+#[tokio::test]
+async fn a_spec_valid_with_a_declared_gap_opens_a_draft_with_its_numbers_labelled() {
+    let w = World::new().await;
+    let (job, dir) = w.job("job-a", Some(pass_review()));
+    std::fs::write(
+        dir.join("generate/spec/models/llama.gap.yaml"),
+        "kind: dsl_gap\nsummary: \"decode attention reads a selection the DSL cannot state\"\naffects: [decode_flops_per_token]\nevidence:\n  - 'cfg: hidden_size = 4096'\n",
+    )
+    .unwrap();
+    let r = w.publish_job(&job, &dir, Some(w.target())).await.unwrap();
+    w.assert_no_violations();
+    assert!(r.draft);
+    assert!(
+        r.files.contains(&"specs/models/llama.gap.yaml".to_string()),
+        "{:?}",
+        r.files
+    );
+    let pr = &w.gh.prs()[0];
+    assert!(pr.draft);
+    assert!(
+        pr.body
+            .contains("> - valid with a declared gap: decode attention reads a selection"),
+        "{}",
+        pr.body
+    );
+    let row = |name: &str| {
+        pr.body
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no `{name}` row in {}", pr.body))
+            .to_string()
+    };
+    assert!(row("| Decode FLOPs per token").contains("unverified (declared gap"));
+    assert!(!row("| Parameters, total").contains("unverified"));
+
+    // A report the truth contradicts makes the spec invalid: nothing is published.
+    let (job, dir) = w.job("job-b", Some(pass_review()));
+    std::fs::write(
+        dir.join("generate/spec/models/llama.gap.yaml"),
+        "kind: dsl_gap\nsummary: x\naffects: [decode_flops_per_token]\nevidence:\n  - 'cfg: hidden_size = 1'\n",
+    )
+    .unwrap();
+    expect_permanent(w.publish_job(&job, &dir, Some(w.target())).await, "G003");
+}
+
 #[tokio::test]
 async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not() {
     let w = World::new().await;

@@ -50,10 +50,10 @@ pub(super) static OPS: &[OpSpec] = &[
     op!(
         "attention_score",
         Contract,
-        Some(2),
+        None,
         ["mask?", "window?", "chunk?"],
-        "Scores q.k for every attended position. Inputs [q, k]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length.",
-        "[h, d], [hk, d] -> [h, ctx]",
+        "Scores q.k for every attended position. Inputs [q, k] or [q, k, selection]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length; a third input from topk_select limits the attended positions to the selection's.",
+        "[h, d], [hk, d] (, [k] selection) -> [h, ctx]",
         "none",
         "0",
         "2*h*d*L"
@@ -163,7 +163,8 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             Ok(OpOut::shape(vec![Axis::Dim(h), Axis::Dim(d)]))
         }
         "attention_score" | "attention_apply" => {
-            if inputs.len() != 2 {
+            let arity_ok = inputs.len() == 2 || (op == "attention_score" && inputs.len() == 3);
+            if !arity_ok {
                 return err(
                     code::SHAPE_ARITY,
                     format!("{op} takes 2 inputs, got {}", inputs.len()),

@@ -137,6 +137,7 @@ mod linear;
 mod linear_attention;
 mod moe;
 mod norms;
+mod selection;
 mod stored;
 mod vision;
 
@@ -181,6 +182,10 @@ static FAMILIES: &[Family] = &[
     Family {
         ops: vision::OPS,
         apply: vision::apply,
+    },
+    Family {
+        ops: selection::OPS,
+        apply: selection::apply,
     },
 ];
 
@@ -283,6 +288,9 @@ pub struct OpOut {
     pub flops_per_ctx: Q,
     /// Recurrent state kept per sequence.
     pub state: Option<Vec<Q>>,
+    /// For a selection (`topk_select`): how many positions it selects. An attention that takes
+    /// it as its third input attends at most that many.
+    pub selection: Option<Q>,
 }
 
 impl OpOut {
@@ -294,6 +302,7 @@ impl OpOut {
             flops_fixed: Q::zero(),
             flops_per_ctx: Q::zero(),
             state: None,
+            selection: None,
         }
     }
     fn flops(mut self, fixed: Q) -> OpOut {

@@ -9,6 +9,7 @@
 pub mod bindings;
 mod dataflow;
 mod kinds;
+mod selection;
 mod skeleton;
 mod towers;
 
@@ -24,5 +25,6 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
     out.extend(dataflow::check(ir, a, truth));
+    out.extend(selection::check(a, truth, keys));
     out
 }

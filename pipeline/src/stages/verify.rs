@@ -45,6 +45,7 @@ impl Stage for VerifyStage {
                     "bytes_diff": bytes_diff(&outcome.report_json),
                     // What was checked, for the re-validation table.
                     "spec": outcome.spec,
+                    "declared_gap": outcome.declared_gap,
                     "guards": outcome.report_json.get("guards"),
                     "matched_tensors": outcome.report_json.pointer("/summary/matched_tensors"),
                     "checkpoint_tensors": outcome.report_json.pointer("/summary/checkpoint_tensors"),

@@ -196,6 +196,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return run_sweep(&model, &req, spec, &args);
     }
     let (_, report) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
+    let gap = harch_worker::declared_gap::for_figures(&s.target.repo, &s.target.model, &s.truth);
+    let unverified = gap
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .map(unverified_sections)
+        .unwrap_or_default();
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if args.images > 0 {
@@ -207,6 +214,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "encoders": a.encoder_summaries(),
             });
         }
+        v["unverified"] = serde_json::to_value(&unverified)?;
+        if let Err(why) = &gap {
+            v["gap_report_error"] = serde_json::json!(why);
+        }
         if args.ops {
             for (phase, res) in [("prefill", &report.prefill), ("decode", &report.decode)] {
                 if let Some(c) = &res.cost {
@@ -216,6 +227,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         crate::cli::out::print_json(&v)?;
     } else {
+        match &gap {
+            Ok(Some(g)) => outln!("{}", harch_worker::declared_gap::line(g)),
+            Ok(None) => {}
+            Err(why) => outln!("note: {why}"),
+        }
+        for (section, label) in &unverified {
+            outln!("{section}: {label}");
+        }
         print_report(&report, &args.spec, args.ops);
     }
     Ok(if report.status == INSUFFICIENT_EVIDENCE {
@@ -223,6 +242,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The sections of the deployment report whose figures derive from quantities a declared gap
+/// affects, each with its label.
+pub fn unverified_sections(g: &harch_review::gap::Gap) -> BTreeMap<&'static str, String> {
+    let weights = ["weight_bytes", "params_total", "params_active"];
+    let caches = [
+        "kv_bytes_per_token",
+        "kv_window_bytes_per_token",
+        "kv_window_bytes_max",
+        "state_bytes_per_sequence",
+    ];
+    let sections: [(&'static str, Vec<&str>); 3] = [
+        ("memory", [&weights[..], &caches[..]].concat()),
+        (
+            "prefill",
+            [&weights[..], &caches[..], &["prefill_flops"]].concat(),
+        ),
+        (
+            "decode",
+            [
+                &weights[..],
+                &caches[..],
+                &["decode_flops_per_token", "kv_bytes_read_per_step"],
+            ]
+            .concat(),
+        ),
+    ];
+    sections
+        .into_iter()
+        .filter_map(|(s, qs)| g.label(&qs).map(|l| (s, l)))
+        .collect()
 }
 
 /// `explain <spec> <figure> --gpu … --layout …`: a deployment figure's formula and terms.

@@ -66,6 +66,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )));
     };
     let formula = q.formula();
+    // A quantity a declared gap affects is shown, and labelled unverified.
+    let gap = harch_worker::declared_gap::for_figures(&s.target.repo, &s.target.model, &s.truth);
+    let unverified = match &gap {
+        Ok(Some(g)) => g.label(&[args.quantity.as_str()]),
+        _ => None,
+    };
     let bound = ir
         .dims
         .iter()
@@ -92,11 +98,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "value": q.v,
             "bound": bound,
             "where": dims,
+            "unverified": unverified,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} = {formula}", args.quantity);
     outln!("  = {}", crate::cmd::show::group_digits(q.v));
+    if let Some(l) = &unverified {
+        outln!("  {l}");
+    }
+    if let Err(why) = &gap {
+        outln!("  note: {why}");
+    }
     if let Some(b) = &bound {
         outln!("  bound as {b}");
     }

@@ -149,6 +149,8 @@ struct Row {
     time_ms: Option<u64>,
     /// Why the job did not finish, when it did not.
     error: Option<String>,
+    /// A valid spec's declared gap: what it leaves unverified.
+    declared_gap: Option<String>,
 }
 
 impl Row {
@@ -188,6 +190,7 @@ impl Row {
                 (Some(s), Some(f)) => Some(f.saturating_sub(s)),
                 _ => None,
             },
+            declared_gap: text(verify.and_then(|v| v.get("declared_gap"))),
             error: (r.state != JobState::Succeeded).then(|| {
                 r.last_error
                     .clone()
@@ -222,10 +225,16 @@ fn table(rows: &[Row], offline: bool) -> String {
         };
         let result = match (r.valid, &r.error) {
             (_, Some(e)) => format!("{}: {e}", r.state),
-            (Some(true), None) => match r.warnings.unwrap_or(0) {
-                0 => "valid".to_string(),
-                w => format!("valid, {}", plural(w, "warning")),
-            },
+            (Some(true), None) => {
+                let valid = match r.warnings.unwrap_or(0) {
+                    0 => "valid".to_string(),
+                    w => format!("valid, {}", plural(w, "warning")),
+                };
+                match &r.declared_gap {
+                    Some(g) => format!("{valid}; {g}"),
+                    None => valid,
+                }
+            }
             (Some(false), None) => format!(
                 "INVALID: {} (harch-worker validate {} shows them)",
                 plural(r.errors.unwrap_or(0), "error"),

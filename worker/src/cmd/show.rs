@@ -25,12 +25,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (ir, a) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
         .map_err(crate::cli::failed)?;
     let sum = a.summary();
+    let gap = harch_worker::declared_gap::for_figures(&s.target.repo, &s.target.model, &s.truth);
+    let declared = gap.as_ref().ok().and_then(Option::as_ref);
     if args.json {
-        crate::cli::out::print_json(&sum)?;
+        let mut v = serde_json::to_value(&sum)?;
+        v["declared_gap"] = serde_json::to_value(declared)?;
+        v["unverified"] = serde_json::json!(declared.map(|g| &g.affects));
+        if let Err(why) = &gap {
+            v["gap_report_error"] = serde_json::json!(why);
+        }
+        crate::cli::out::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} — {}", ir.name, ir.summary);
     outln!("evaluated against {}\n", s.truth_origin);
+    match &gap {
+        Ok(Some(g)) => outln!("{}\n", harch_worker::declared_gap::line(g)),
+        Ok(None) => {}
+        Err(why) => outln!("note: {why}\n"),
+    }
+    // A figure the declared gap affects carries the label after its value.
+    let label = |q: &str| {
+        declared
+            .and_then(|g| g.label(&[q]))
+            .map(|l| format!("  {l}"))
+            .unwrap_or_default()
+    };
     outln!(
         "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
         "stack",
@@ -52,25 +72,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     outln!();
-    let rows: [(&str, i128); 10] = [
-        ("params total", sum.params_total),
-        ("params active / token", sum.params_active),
-        ("  with embedding", sum.params_active_with_embedding),
-        ("params in MTP", sum.params_mtp),
-        ("weight bytes", sum.weight_bytes),
-        ("weight tensors", sum.weight_tensors),
-        ("KV bytes / token", sum.kv_bytes_per_token),
-        ("windowed KV bytes / token", sum.kv_window_bytes_per_token),
-        ("state bytes / sequence", sum.state_bytes_per_sequence),
-        ("decode FLOPs / token @ctx", sum.decode_flops_per_token),
+    let rows: [(&str, &str, i128); 10] = [
+        ("params total", "params_total", sum.params_total),
+        ("params active / token", "params_active", sum.params_active),
+        (
+            "  with embedding",
+            "params_active_with_embedding",
+            sum.params_active_with_embedding,
+        ),
+        ("params in MTP", "params_mtp", sum.params_mtp),
+        ("weight bytes", "weight_bytes", sum.weight_bytes),
+        ("weight tensors", "weight_tensors", sum.weight_tensors),
+        (
+            "KV bytes / token",
+            "kv_bytes_per_token",
+            sum.kv_bytes_per_token,
+        ),
+        (
+            "windowed KV bytes / token",
+            "kv_window_bytes_per_token",
+            sum.kv_window_bytes_per_token,
+        ),
+        (
+            "state bytes / sequence",
+            "state_bytes_per_sequence",
+            sum.state_bytes_per_sequence,
+        ),
+        (
+            "decode FLOPs / token @ctx",
+            "decode_flops_per_token",
+            sum.decode_flops_per_token,
+        ),
     ];
-    for (k, v) in rows {
-        outln!("{k:<28} {:>24}", group_digits(v));
+    for (k, q, v) in rows {
+        outln!("{k:<28} {:>24}{}", group_digits(v), label(q));
     }
     outln!(
-        "{:<28} {:>24}",
+        "{:<28} {:>24}{}",
         format!("prefill FLOPs @{}", sum.context),
-        group_digits(sum.prefill_flops)
+        group_digits(sum.prefill_flops),
+        label("prefill_flops")
     );
     for (d, b) in &sum.weight_bytes_by_dtype {
         outln!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));

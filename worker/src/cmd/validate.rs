@@ -58,6 +58,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let identity = started.elapsed() - read;
     let (mut report, _) =
         harch_guards::validate(&s.target.repo, &s.target.model, &s.truth, &guards);
+    // The gap report is read whether or not the spec validates, and checked here, so an agent
+    // learns from `validate` what the worker will decide.
+    let gap = harch_worker::declared_gap::validate_with_gap(
+        &s.target.repo,
+        &s.target.model,
+        &s.truth,
+        &mut report,
+    );
     report.phases.splice(
         0..0,
         [("read truth + specs", read), ("truth identity", identity)],
@@ -77,12 +85,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         v["stands_in_for"] = serde_json::json!(s.target.stands_in_for);
+        v["declared_gap"] = serde_json::to_value(&gap)?;
         crate::cli::out::print_json(&v)?;
     } else {
-        out!(
-            "{}",
-            render(&report, &s.truth_origin, s.target.note().as_deref())
-        );
+        let mut text = render(&report, &s.truth_origin, s.target.note().as_deref());
+        if let Some(g) = gap.as_ref().filter(|_| report.valid) {
+            text.push_str(&format!("{}\n", harch_worker::declared_gap::line(g)));
+        }
+        out!("{text}");
     }
     if args.timings {
         report.lap("report", &mut clock);

@@ -324,17 +324,20 @@ impl AgentTask for Generate {
             &self.guards,
         );
         let mut checked = validation_checked(n, &r)?;
-        // A gap report counts only while the spec is invalid, and only with verified evidence.
-        if let Some(text) = files.get(&self.gap_path()).filter(|_| !r.valid) {
+        // A gap report is read whether or not the spec validates, and counts only with
+        // verified evidence: beside an invalid spec it ends the stage, beside a valid one the
+        // spec is kept as valid with a declared gap (its `affects` labelled downstream).
+        if let Some(text) = files.get(&self.gap_path()) {
             let raised: Vec<&str> = r.errors.iter().map(|d| d.code).collect();
             let facts = harch_review::Facts::from_truth(&self.staged.truth);
-            match harch_review::gap::check_gap(&self.gap_path(), text, &facts, &raised) {
+            match harch_review::gap::check_declared(&self.gap_path(), text, &facts, &raised) {
                 Ok(gap) => {
                     let mut v = serde_json::to_value(&gap)?;
                     v["line"] = Value::String(gap.line());
                     checked.report["gap"] = v;
                 }
                 Err(diags) => {
+                    checked.valid = false;
                     let mut errors = r.errors.clone();
                     errors.extend(diags);
                     let prior = PriorErrors::from_diagnostics(n, &errors);
@@ -351,7 +354,10 @@ impl AgentTask for Generate {
 
     fn keep(&self, files: &AgentFiles, checked: &Checked, out: &Path) -> anyhow::Result<()> {
         let mut spec_files = files.clone();
-        spec_files.remove(&self.gap_path());
+        // A gap report that holds stays beside the spec (publish and verify read it there).
+        if checked.report.get("gap").is_none() {
+            spec_files.remove(&self.gap_path());
+        }
         let candidate = Candidate {
             model_key: self.staged.spec_path(),
             files: spec_files,
@@ -364,6 +370,9 @@ impl AgentTask for Generate {
     }
 
     fn stop(&self, checked: &Checked) -> Option<String> {
+        if checked.valid {
+            return None;
+        }
         let line = checked.report.get("gap")?.get("line")?.as_str()?;
         Some(format!(
             "{line}; the job stops here (see {} in the last attempt)",
