@@ -124,6 +124,8 @@ impl<'a> Walker<'a> {
         Some(Flow {
             shape: vec![Axis::Dim(pixels)],
             window: None,
+            selection: None,
+            selected: None,
             from: Rc::from([]),
             image: Some(Rc::new(PerImage {
                 input: name.clone(),
