@@ -1,7 +1,9 @@
 //! Time per phase: every op on one GPU as three terms (compute at the rated peak of its
 //! precision, memory at the rated HBM bandwidth, communication at the rated link), composed
 //! two ways. The **bound** is each resource's total over its peak, the largest of them, summed
-//! over pipeline stages: no implementation can beat it. The **estimate** sums each op's largest
+//! over pipeline stages, for the fused graph: every FLOP, the weights and caches through HBM
+//! (activations may stay on chip), every byte that leaves the GPU: no implementation can beat
+//! it. The **estimate** sums each op's largest
 //! term, with no overlap between ops. Only the bound may reject a measured result.
 
 use std::collections::BTreeSet;
@@ -93,6 +95,9 @@ pub struct CostRow {
     pub cache_bytes: f64,
     pub comm_bytes: f64,
     pub terms: Terms,
+    /// The row's share of the bound's memory total: the bytes a fully fused graph must still
+    /// move through HBM (weights and caches; its activations can stay on chip).
+    pub floor_memory_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comm: Option<CommRow>,
 }
@@ -115,8 +120,13 @@ pub struct PhaseCost {
     pub estimate_s: f64,
     /// The resource whose total sets the bound.
     pub bound_by: Resource,
-    /// Per-resource totals over peaks (summed over stages).
+    /// Per-resource totals over peaks of the fused graph (summed over stages): every FLOP,
+    /// the weights and caches read and written, every byte communicated.
     pub bound_terms: Terms,
+    /// Weights stored at a precision the GPU has no rate for, and the precision they run at
+    /// instead (the next wider one it has).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub precision_fallbacks: std::collections::BTreeMap<String, String>,
     /// Share of the estimate spent in ops bounded by each resource.
     pub estimate_split: Terms,
     /// Per GPU totals (summed over stages).
@@ -147,6 +157,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             })
         };
         let hbm = note(gpu.hbm_bytes_per_s());
+        let mut fallbacks = std::collections::BTreeMap::new();
         let mut rows = Vec::new();
         for s in 0..self.stages() {
             for (r, info) in m.rows.iter().enumerate() {
@@ -163,7 +174,14 @@ impl<'m, 'a> Plan<'m, 'a> {
                 let precision = match compute {
                     ComputePrecision::Fixed(p) => p.clone(),
                     ComputePrecision::Weights => {
-                        info.weight_precision.unwrap_or(act.precision).to_string()
+                        let p = info.weight_precision.unwrap_or(act.precision);
+                        match gpu.runs_at(p) {
+                            Some(q) if q != p && flops > 0.0 => {
+                                fallbacks.insert(p.to_string(), q.to_string());
+                                q.to_string()
+                            }
+                            _ => p.to_string(),
+                        }
                     }
                 };
                 let compute_s = if flops > 0.0 {
@@ -187,6 +205,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                         memory_s: bytes / hbm,
                         communication_s: 0.0,
                     },
+                    floor_memory_s: (weight_bytes + cache_bytes) / hbm,
                     comm: None,
                 });
             }
@@ -208,6 +227,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                                 memory_s: bytes / hbm,
                                 ..Terms::default()
                             },
+                            floor_memory_s: bytes / hbm,
                             comm: None,
                         });
                     }
@@ -240,13 +260,16 @@ impl<'m, 'a> Plan<'m, 'a> {
                     communication_s: t,
                     ..Terms::default()
                 },
+                floor_memory_s: 0.0,
                 comm: Some(c),
             });
         }
         if !missing.is_empty() {
             return Err(missing.into_iter().collect());
         }
-        Ok(compose(self, step, rows))
+        let mut cost = compose(self, step, rows);
+        cost.precision_fallbacks = fallbacks;
+        Ok(cost)
     }
 }
 
@@ -258,7 +281,7 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         let mut t = Terms::default();
         for r in rows.iter().filter(|r| r.stage == s) {
             t.compute_s += r.terms.compute_s;
-            t.memory_s += r.terms.memory_s;
+            t.memory_s += r.floor_memory_s;
             t.communication_s += r.terms.communication_s;
         }
         let (res, v) = t.max();
@@ -289,6 +312,7 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         estimate_s,
         bound_by: by.max().0,
         bound_terms,
+        precision_fallbacks: Default::default(),
         estimate_split: split,
         flops_per_gpu: rows.iter().map(|r| r.flops).sum(),
         memory_bytes_per_gpu: rows.iter().map(CostRow::memory_bytes).sum(),
