@@ -38,6 +38,9 @@ enum Command {
     Explain(cmd::explain::Args),
     /// What a model costs to serve: memory, communication, bound and estimate per phase.
     Analyze(cmd::analyze::Args),
+    /// Search layouts for a model on a GPU type: the smallest that fits, the best per GPU and
+    /// per dollar.
+    Plan(cmd::plan::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => cmd::validate::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
         Command::Enqueue(a) => cmd::enqueue::run(a),

@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // The same walk, with symbols bound: the formula and the value come out together.
     let (ir, a) =
         subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
@@ -45,6 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &a,
             &s.truth.config,
             &args.quantity,
+            args.json,
         );
     }
     if let Some((kind @ ("params" | "flops"), path)) = args.quantity.split_once(':')

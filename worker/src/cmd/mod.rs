@@ -6,8 +6,10 @@ pub mod enqueue;
 pub mod evidence;
 pub mod explain;
 pub mod fetch;
+pub mod friendly;
 pub mod logs;
 pub mod ops;
+pub mod plan;
 pub mod promote;
 pub mod prompt;
 pub mod retry;
@@ -18,6 +20,7 @@ pub mod snapshot;
 pub mod status;
 pub mod validate;
 pub mod validate_changed;
+pub mod verdict;
 
 /// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]

@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     let (ir, a) = subject::evaluated(&s, EvalOptions::default()).map_err(crate::cli::failed)?;
     let sum = a.summary();
     if args.json {

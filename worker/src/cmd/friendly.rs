@@ -1,0 +1,164 @@
+//! Input as people type it: token counts with suffixes (`32k`, `128K`, `1M`), GPU names by
+//! alias or with a typo, model ids in any case (the Hub matches them case-insensitively), each
+//! wrong one answered with what it most likely meant.
+
+use anyhow::bail;
+use harch_analysis::{Gpu, HardwareTable};
+use harch_worker::snapshot;
+
+/// A count with an optional suffix, as vLLM's `--max-model-len` reads one: `k` 1,000, `K`
+/// 1,024, `m` 1,000,000, `M` 1,048,576 (`32k` is 32,000 and `32K` 32,768); `_` and `,` may
+/// group digits (`1_000`, `8,192`).
+pub fn count(text: &str) -> Result<u64, String> {
+    let t: String = text
+        .trim()
+        .chars()
+        .filter(|c| *c != '_' && *c != ',')
+        .collect();
+    let (digits, scale) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1_000u64),
+        Some('K') => (&t[..t.len() - 1], 1_024),
+        Some('m') => (&t[..t.len() - 1], 1_000_000),
+        Some('M') => (&t[..t.len() - 1], 1_048_576),
+        _ => (&t[..], 1),
+    };
+    let bad = || {
+        format!(
+            "`{text}` is not a count: write digits with an optional k (1,000), K (1,024), m (10^6) or M (2^20), e.g. 32K"
+        )
+    };
+    // `1.5k` is 1,500: a decimal only with a suffix, and only when it lands on a whole count.
+    if let Some((whole, frac)) = digits.split_once('.') {
+        if scale == 1 || whole.is_empty() && frac.is_empty() {
+            return Err(bad());
+        }
+        let w: u64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad())?
+        };
+        let f: u64 = frac.parse().map_err(|_| bad())?;
+        let den = 10u64.checked_pow(frac.len() as u32).ok_or_else(bad)?;
+        let num = f.checked_mul(scale).ok_or_else(bad)?;
+        if !num.is_multiple_of(den) {
+            return Err(format!("`{text}` is not a whole number of tokens"));
+        }
+        return w
+            .checked_mul(scale)
+            .and_then(|v| v.checked_add(num / den))
+            .ok_or_else(bad);
+    }
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(scale))
+        .ok_or_else(bad)
+}
+
+/// A GPU of the hardware table by id, name or alias; otherwise a usage error naming the
+/// closest one and every name the table knows.
+pub fn gpu<'t>(table: &'t HardwareTable, name: &str) -> anyhow::Result<&'t Gpu> {
+    if let Some(g) = table.find(name) {
+        return Ok(g);
+    }
+    let known = table.names().join(", ");
+    match table.closest(name) {
+        Some(g) => bail!(
+            "no GPU `{name}` in specs/hardware; did you mean `{}`? (known: {known})",
+            g.gpu
+        ),
+        None => bail!("no GPU `{name}` in specs/hardware (known: {known})"),
+    }
+}
+
+fn looks_like_model_id(arg: &str) -> bool {
+    arg.split('/').count() == 2
+        && !std::path::Path::new(arg).exists()
+        && !arg.ends_with(".yaml")
+        && !arg.ends_with(".yml")
+}
+
+/// A model id as the bundled snapshots spell it: `deepseek-ai/deepseek-v3` is
+/// `deepseek-ai/DeepSeek-V3` (the Hub matches ids case-insensitively). An id that is not
+/// bundled but close to one is a usage error saying which; anything else is left as given
+/// (a spec path or name, or an id the resolver answers with what to fetch).
+pub fn model_arg(arg: &str) -> anyhow::Result<String> {
+    if !looks_like_model_id(arg) {
+        return Ok(arg.to_string());
+    }
+    let ids = snapshot::snapshot_ids();
+    if ids.contains(&arg) {
+        return Ok(arg.to_string());
+    }
+    if let Some(id) = ids.iter().find(|id| id.eq_ignore_ascii_case(arg)) {
+        return Ok(id.to_string());
+    }
+    let lower: Vec<String> = ids.iter().map(|i| i.to_ascii_lowercase()).collect();
+    let want = arg.to_ascii_lowercase();
+    // An id the argument begins (`DeepSeek-V2` of `DeepSeek-V2-Lite`) before the nearest by
+    // edit distance (which would be `DeepSeek-V3`).
+    let prefix = lower.iter().position(|l| l.starts_with(&want));
+    let nearest = || {
+        harch_engine::diag::closest(&want, lower.iter().map(String::as_str))
+            .and_then(|c| lower.iter().position(|l| l == c))
+    };
+    if let Some(i) = prefix.or_else(nearest) {
+        bail!(
+            "no bundled snapshot of `{arg}`; did you mean `{}`? (`harch-worker models` lists them; another model: `harch-worker fetch {arg} --out DIR`, then `--truth DIR`)",
+            ids[i]
+        );
+    }
+    Ok(arg.to_string())
+}
+
+/// [`subject::resolve`] of a model argument as people type it ([`model_arg`]), and when it
+/// is not found, the bundled model id whose name it spells (`DeepSeek-v3` for
+/// `deepseek-ai/DeepSeek-V3`) as a did-you-mean.
+pub fn resolve(
+    arg: &str,
+    truth: Option<&std::path::Path>,
+) -> anyhow::Result<harch_worker::subject::Subject> {
+    let id = model_arg(arg)?;
+    harch_worker::subject::resolve(&id, truth).map_err(|e| {
+        let name = arg.rsplit('/').next().unwrap_or(arg);
+        let ids = snapshot::snapshot_ids();
+        let lower: Vec<String> = ids
+            .iter()
+            .map(|i| i.rsplit('/').next().unwrap_or(i).to_ascii_lowercase())
+            .collect();
+        let want = name.to_ascii_lowercase();
+        let hit = lower.iter().position(|l| *l == want).or_else(|| {
+            harch_engine::diag::closest(&want, lower.iter().map(String::as_str))
+                .and_then(|c| lower.iter().position(|l| l == c))
+        });
+        match hit {
+            Some(i) if !arg.contains('/') => e.context(format!("did you mean `{}`?", ids[i])),
+            _ => e,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_take_the_suffixes_people_write() {
+        assert_eq!(count("1024"), Ok(1024));
+        assert_eq!(count("32k"), Ok(32_000));
+        assert_eq!(count("32K"), Ok(32_768));
+        assert_eq!(count("128K"), Ok(131_072));
+        assert_eq!(count("1M"), Ok(1_048_576));
+        assert_eq!(count("1m"), Ok(1_000_000));
+        assert_eq!(count("1.5k"), Ok(1_500));
+        assert_eq!(count("8,192"), Ok(8_192));
+        assert!(count("1.5").is_err());
+        assert!(count("32 tokens").unwrap_err().contains("e.g. 32K"));
+        assert!(count("k").is_err());
+        assert!(count("99999999999999999999K").is_err());
+        assert!(count("0.0001k").unwrap_err().contains("whole number"));
+    }
+}

@@ -1,0 +1,347 @@
+//! Answers a person can act on (issue 29): `analyze` opens with a verdict and exits by it,
+//! `plan` names layouts, inputs are taken as people type them (did-you-mean, `32K`, GPU
+//! aliases), what-if runs say so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
+        .current_dir(root())
+        .env("HARCH_INVENTORY_CACHE", "off")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn a_deployment_that_does_not_fit_says_what_overflows_and_gives_no_throughput() {
+    let (code, out, err) = run(&["analyze", "Qwen/Qwen3-Next-80B-A3B", "--gpu", "H200"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("DOES NOT FIT: Qwen/Qwen3-Next-80B-A3B on 1 × H200"),
+        "{out}"
+    );
+    assert!(
+        out.contains("weights need 148.41 GiB per GPU; the usable memory is 126.90 GiB")
+            && out.contains("21.51 GiB over"),
+        "{out}"
+    );
+    assert!(!out.contains("tokens/s per GPU "), "no throughput: {out}");
+    let (code, out, _) = run(&[
+        "analyze",
+        "Qwen/Qwen3-Next-80B-A3B",
+        "--gpu",
+        "H200",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    let v = json(&out);
+    assert_eq!(v["status"], "DOES_NOT_FIT");
+    assert_eq!(v["verdict"], "DOES_NOT_FIT");
+    assert_eq!(v["overflows"][0]["what"], "weights");
+    assert_eq!(v["overflows"][0]["over"], 23_090_945_127i64);
+    assert!(v["tokens_per_s_per_gpu_estimate"].is_null());
+    assert_eq!(v["decode"]["status"], "DOES_NOT_FIT");
+    // A batch larger than the budget holds does not fit either.
+    let (code, out, _) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--batch",
+        "100000",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(json(&out)["overflows"][0]["what"], "decode_batch");
+}
+
+#[test]
+fn a_deployment_that_fits_says_so_first_and_exits_zero() {
+    let (code, out, err) = run(&[
+        "analyze",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "B200",
+        "--gpus",
+        "8",
+        "--layout",
+        "attn=dp8,moe=ep8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("FITS: deepseek-ai/DeepSeek-V3 on 8 × B200"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["analyze", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"]);
+    let v = json(&out);
+    assert_eq!(
+        (v["status"].as_str(), v["verdict"].as_str()),
+        (Some("ok"), Some("FITS"))
+    );
+    assert_eq!(v["verified"], true);
+    assert!(v["validation_errors"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn gpus_without_a_layout_is_an_error_naming_the_choices() {
+    let (code, out, err) = run(&[
+        "analyze",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "H100",
+        "--gpus",
+        "8",
+    ]);
+    assert_eq!(code, 2, "{out}");
+    for want in [
+        "attn=tp8",
+        "attn=dp8",
+        "attn=dp8,moe=ep8",
+        "pp=2",
+        "harch-worker plan",
+    ] {
+        assert!(err.contains(want), "missing {want}: {err}");
+    }
+}
+
+fn broken_llama(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("specs/models/llama.yaml")).unwrap();
+    let broken = text.replacen(
+        "n_vocab: config.vocab_size",
+        "n_vocab: \"config.vocab_size - 1\"",
+        1,
+    );
+    assert_ne!(text, broken);
+    let p = dir.join("llama_broken.yaml");
+    std::fs::write(&p, broken).unwrap();
+    p
+}
+
+#[test]
+fn a_spec_that_does_not_validate_is_not_verified_and_exits_one_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = broken_llama(dir.path());
+    let spec = spec.to_str().unwrap();
+    let (code, out, _) = run(&["analyze", spec, "--gpu", "H100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("NOT VERIFIED: the spec does not validate"),
+        "{out}"
+    );
+    assert!(out.contains("W003"), "the errors are named: {out}");
+    let (code, out, _) = run(&["analyze", spec, "--gpu", "H100", "--json"]);
+    assert_eq!(code, 1);
+    let v = json(&out);
+    assert_eq!(v["status"], "NOT_VERIFIED");
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["labels"]["weights_bytes_per_gpu"], "exact, unverified");
+    assert!(!v["validation_errors"].as_array().unwrap().is_empty());
+    let (code, out, _) = run(&["analyze", spec, "--gpu", "H100", "--unverified"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("NOT VERIFIED"), "still labelled: {out}");
+}
+
+#[test]
+fn weights_without_a_rate_run_at_the_next_precision_the_gpu_has() {
+    let (code, out, err) = run(&["analyze", "openai/gpt-oss-20b", "--gpu", "H100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("note: fp4 weights run at fp8: H100 SXM has no fp4 rate"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["analyze", "openai/gpt-oss-20b", "--gpu", "H100", "--json"]);
+    assert_eq!(
+        json(&out)["assumptions"]["precision_fallbacks"]["fp4"],
+        "fp8"
+    );
+}
+
+#[test]
+fn mistyped_names_get_a_did_you_mean() {
+    let (code, _, err) = run(&["analyze", "Qwen/Qwen3-8B", "--gpu", "h10"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `H100 SXM`?"), "{err}");
+    // Model ids are matched as the Hub matches them: case-insensitively.
+    let (code, out, err) = run(&["show", "qwen/qwen3-8b", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["params_total"], 8_190_735_360i64);
+    let (code, _, err) = run(&["analyze", "deepseek-ai/DeepSeek-V2", "--gpu", "H200"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("did you mean `deepseek-ai/DeepSeek-V2-Lite`?"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["analyze", "DeepSeek-v3", "--gpu", "H200"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("did you mean `deepseek-ai/DeepSeek-V3`?"),
+        "{err}"
+    );
+    let (code, _, err) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--layout",
+        "attn=tq8",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unknown degree") && err.contains("tp (tensor)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn counts_take_suffixes() {
+    let (code, out, err) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--input",
+        "32K",
+        "--output",
+        "1k",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["assumptions"]["decode_context"], 32_768 + 1_000);
+    let (code, _, err) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--context",
+        "32 K",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("e.g. 32K"), "{err}");
+}
+
+#[test]
+fn plan_names_the_smallest_layout_that_fits_and_each_is_what_analyze_says() {
+    let (code, out, err) = run(&[
+        "plan",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "h100",
+        "--max-gpus",
+        "32",
+        "--price",
+        "2.5",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let eight = v["by_gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gpus"] == 8)
+        .unwrap();
+    assert_eq!(eight["fitting"], 0, "one node does not fit: {v}");
+    assert_eq!(v["smallest"]["gpus"], 16);
+    for pick in [
+        "smallest",
+        "best_tokens_per_s_per_gpu",
+        "best_usd_per_million_tokens",
+    ] {
+        let c = &v[pick];
+        let gpus = c["gpus"].to_string();
+        let layout = c["layout"].as_str().unwrap();
+        let (code, out, err) = run(&[
+            "analyze",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            "h100",
+            "--gpus",
+            &gpus,
+            "--layout",
+            layout,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let a = json(&out);
+        for (p, q) in [
+            ("weights_bytes_per_gpu", "weights_bytes_per_gpu"),
+            ("max_decode_requests", "max_decode_requests"),
+            ("tpot_bound_s", "tpot_bound_s"),
+            ("tpot_estimate_s", "tpot_estimate_s"),
+            ("ttft_estimate_s", "ttft_estimate_s"),
+            (
+                "tokens_per_s_per_gpu_estimate",
+                "tokens_per_s_per_gpu_estimate",
+            ),
+        ] {
+            assert_eq!(c[p], a[q], "{pick} {layout}: {p}");
+        }
+    }
+    let (code, out, err) = run(&[
+        "plan",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "h100",
+        "--max-gpus",
+        "32",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("does not fit on 1, 2, 4, 8 GPUs"), "{out}");
+    assert!(
+        out.contains("smallest that fits:\n  16 GPUs (2 nodes)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn plan_on_one_gpu_names_the_batch_the_kv_budget_holds() {
+    let (code, out, err) = run(&["plan", "Qwen/Qwen3-8B", "--gpu", "h100", "--max-gpus", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("smallest that fits:\n  1 GPUs (1 node)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("201 decode requests per replica (batch 201)"),
+        "{out}"
+    );
+    let (code, out, _) = run(&[
+        "plan",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "h100",
+        "--max-gpus",
+        "8",
+    ]);
+    assert_eq!(code, 1, "no layout of one node fits: {out}");
+    assert!(
+        out.contains("DOES NOT FIT: no layout of up to 8 GPUs fits"),
+        "{out}"
+    );
+    let (code, _, err) = run(&[
+        "plan",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--layout",
+        "attn=tp2",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("plan searches layouts"), "{err}");
+}
