@@ -345,3 +345,46 @@ fn plan_on_one_gpu_names_the_batch_the_kv_budget_holds() {
     assert_eq!(code, 2);
     assert!(err.contains("plan searches layouts"), "{err}");
 }
+
+#[test]
+fn what_if_runs_are_labelled_and_change_what_they_say() {
+    let base = |extra: &[&str]| {
+        let mut a = vec!["analyze", "Qwen/Qwen3-8B", "--gpu", "h100", "--json"];
+        a.extend(extra);
+        let (code, out, err) = run(&a);
+        assert_eq!(code, 0, "{err}");
+        json(&out)
+    };
+    let v = base(&[]);
+    assert_eq!(v["what_if"], serde_json::json!([]));
+    assert_eq!(v["labels"]["kv_bytes_per_request"], "exact");
+    let f = base(&["--kv-dtype", "fp8"]);
+    // 36 layers × 8 KV heads × 128 × 2 (K, V) × 2,048 tokens at one byte instead of two.
+    assert_eq!(v["kv_bytes_per_request"], 301_989_888);
+    assert_eq!(f["kv_bytes_per_request"], 150_994_944);
+    assert_eq!(f["weights_bytes_per_gpu"], v["weights_bytes_per_gpu"]);
+    assert_eq!(f["what_if"][0]["what"], "kv_dtype=fp8");
+    assert_eq!(f["labels"]["kv_bytes_per_request"], "exact, what-if");
+    let w = base(&["--weights", "fp8"]);
+    assert!(w["weights_bytes_per_gpu"].as_i64() < v["weights_bytes_per_gpu"].as_i64());
+    let (code, out, _) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--kv-dtype",
+        "fp8",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("WHAT-IF: kv_dtype=fp8"), "{out}");
+    let (code, _, err) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--kv-dtype",
+        "int3",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("one of fp8"), "{err}");
+}

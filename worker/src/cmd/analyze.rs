@@ -181,6 +181,8 @@ pub struct Args {
     /// stay labelled NOT VERIFIED.
     #[arg(long)]
     pub unverified: bool,
+    #[command(flatten)]
+    pub what_if: super::whatif::WhatIfArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -190,8 +192,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Formulas on: which dims each axis carries is read from them.
     let (ir, a) =
         subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
-    let model = Model::new(&ir, &a, &s.truth.config)?;
+    let (edited, edits) = args.what_if.apply(&ir, &a)?;
+    let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
     if let Some(spec) = &args.sweep {
+        super::whatif::print(&edits);
         return run_sweep(&model, &req, spec, &args);
     }
     let verification = super::verdict::verify(&s);
@@ -207,8 +211,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         super::verdict::annotate(&mut v, &verification);
+        super::whatif::annotate(&mut v, &edits);
         crate::cli::out::print_json(&v)?;
     } else {
+        super::whatif::print(&edits);
         super::verdict::print(&report, &verification, &args.spec);
         print_report(&report, &args.spec, args.ops);
     }

@@ -21,6 +21,7 @@ pub mod status;
 pub mod validate;
 pub mod validate_changed;
 pub mod verdict;
+pub mod whatif;
 
 /// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]

@@ -39,6 +39,8 @@ pub struct Args {
     /// Print the search as JSON; errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub what_if: super::whatif::WhatIfArgs,
 }
 
 /// `50ms`, `0.05s`, `0.05`: seconds.
@@ -92,7 +94,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (ir, a) =
         subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
     let verification = super::verdict::verify(&s);
-    let model = Model::new(&ir, &a, &s.truth.config)?;
+    let (edited, edits) = args.what_if.apply(&ir, &a)?;
+    let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
     let found = search::search(&model, &base, &spec);
     let named = [
         ("smallest that fits", found.smallest),
@@ -123,8 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             doc["candidates"] = serde_json::to_value(&found.candidates)?;
         }
         super::verdict::annotate(&mut doc, &verification);
+        super::whatif::annotate(&mut doc, &edits);
         crate::cli::out::print_json(&doc)?;
     } else {
+        super::whatif::print(&edits);
         if !verification.valid {
             outln!(
                 "NOT VERIFIED: the spec does not validate against {} ({} errors); every figure below is from an unverified spec",
