@@ -41,6 +41,8 @@ enum Command {
     /// Search layouts for a model on a GPU type: the smallest that fits, the best per GPU and
     /// per dollar.
     Plan(cmd::plan::Args),
+    /// Models side by side: every show figure, and with --gpu every analyze figure.
+    Compare(cmd::compare::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Plan(a) => cmd::plan::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
         Command::Enqueue(a) => cmd::enqueue::run(a),

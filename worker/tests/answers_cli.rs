@@ -187,7 +187,18 @@ fn mistyped_names_get_a_did_you_mean() {
         err.contains("did you mean `deepseek-ai/DeepSeek-V2-Lite`?"),
         "{err}"
     );
-    let (code, _, err) = run(&["analyze", "DeepSeek-v3", "--gpu", "H200"]);
+    // A bundled model's name alone is that model; a near miss is a did-you-mean.
+    let (code, out, err) = run(&[
+        "analyze",
+        "DeepSeek-v3",
+        "--gpu",
+        "B200",
+        "--layout",
+        "attn=dp8,moe=ep8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(spec deepseek_v3)"), "{out}");
+    let (code, _, err) = run(&["analyze", "DeepSek-V3", "--gpu", "H200"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("did you mean `deepseek-ai/DeepSeek-V3`?"),
@@ -387,4 +398,79 @@ fn what_if_runs_are_labelled_and_change_what_they_say() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("one of fp8"), "{err}");
+}
+
+#[test]
+fn compare_puts_models_side_by_side_with_and_without_a_gpu() {
+    let (code, out, err) = run(&["compare", "Llama-3.1-8B", "Qwen3-8B"]);
+    assert_eq!(code, 0, "{err}");
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}: {out}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(row("n_layers"), "32 36");
+    assert_eq!(row("kv_bytes_per_token"), "128.00 KiB 144.00 KiB");
+    assert_eq!(row("context_limit"), "131,072 40,960");
+    let (code, out, err) = run(&[
+        "compare",
+        "Llama-3.1-8B",
+        "Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--bytes",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let fig = |name: &str| {
+        v["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {v}"))["values"]
+            .clone()
+    };
+    assert_eq!(
+        fig("kv_bytes_per_token"),
+        serde_json::json!([131_072, 147_456])
+    );
+    assert_eq!(fig("max_decode_requests"), serde_json::json!([228, 201]));
+    assert_eq!(fig("verdict"), serde_json::json!(["FITS", "FITS"]));
+    // The same figures analyze gives for each.
+    let (_, out, _) = run(&["analyze", "Qwen/Qwen3-8B", "--gpu", "h100", "--json"]);
+    assert_eq!(fig("tpot_estimate_s")[1], json(&out)["tpot_estimate_s"]);
+    let (code, _, _) = run(&["compare", "Qwen3-8B"]);
+    assert_eq!(code, 2, "one model is nothing to compare");
+}
+
+#[test]
+fn show_names_the_dims_by_symbol_and_the_context_of_each_flops_figure() {
+    let (code, out, err) = run(&["show", "deepseek-ai/DeepSeek-V3"]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "  n_layers                           61   decoder layers of the main stack",
+        "  d_kv_lora                         512",
+        "  n_experts                         256",
+        "  top_k                               8",
+        "  context_limit                  163840   config.json",
+        "(one token attending 4096 positions)",
+        "(one sequence of 4096 tokens, logits at every position)",
+    ] {
+        assert!(out.contains(want), "missing `{want}`:\n{out}");
+    }
+    assert!(!out.contains("@ctx"), "{out}");
+    let (_, out, _) = run(&["show", "Qwen/Qwen3-8B", "--json"]);
+    let v = json(&out);
+    let dims = v["dims"].as_array().unwrap();
+    assert!(
+        dims.iter()
+            .any(|d| d["symbol"] == "n_kv_heads" && d["value"] == 8)
+    );
+    assert_eq!(v["architecture"]["context_limit"], 40_960);
 }

@@ -40,6 +40,12 @@ pub const EXAMPLES: &[(&str, &str)] = &[
   harch-worker plan deepseek-ai/DeepSeek-V3 --gpu B200 --price 6.5 --max-tpot 50ms --json",
     ),
     (
+        "compare",
+        "  harch-worker compare Llama-3.1-8B Qwen3-8B                 # every show figure side by side
+  harch-worker compare Llama-3.1-8B Qwen3-8B --gpu h100      # and every analyze figure
+  harch-worker compare Qwen/Qwen3-8B Qwen/Qwen3-30B-A3B --bytes --json",
+    ),
+    (
         "fetch",
         "  harch-worker fetch Qwen/Qwen3-8B                   # into .harch/truth/Qwen__Qwen3-8B
   harch-worker fetch Qwen/Qwen3-8B --out truth/qwen3 --revision main

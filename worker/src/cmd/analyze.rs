@@ -62,7 +62,7 @@ pub struct DeploymentArgs {
 }
 
 impl DeploymentArgs {
-    fn request(&self, table: &HardwareTable) -> anyhow::Result<Request> {
+    pub fn request(&self, table: &HardwareTable) -> anyhow::Result<Request> {
         let gpu = self.gpu(table)?;
         let text = match (&self.layout, self.gpus) {
             (Some(l), _) => l.clone(),

@@ -86,10 +86,25 @@ fn looks_like_model_id(arg: &str) -> bool {
 /// bundled but close to one is a usage error saying which; anything else is left as given
 /// (a spec path or name, or an id the resolver answers with what to fetch).
 pub fn model_arg(arg: &str) -> anyhow::Result<String> {
+    let ids = snapshot::snapshot_ids();
+    // A bundled model's name without its organisation (`Llama-3.1-8B`): spec names are
+    // snake_case and no path exists by that name, so it can mean only the one id.
+    if !arg.contains('/') && !std::path::Path::new(arg).exists() {
+        let named: Vec<&&str> = ids
+            .iter()
+            .filter(|id| {
+                id.rsplit('/')
+                    .next()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(arg))
+            })
+            .collect();
+        if let [id] = named[..] {
+            return Ok(id.to_string());
+        }
+    }
     if !looks_like_model_id(arg) {
         return Ok(arg.to_string());
     }
-    let ids = snapshot::snapshot_ids();
     if ids.contains(&arg) {
         return Ok(arg.to_string());
     }

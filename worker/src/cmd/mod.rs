@@ -2,6 +2,8 @@ pub mod ablate;
 pub mod analyze;
 pub mod bench_queue;
 pub mod cancel;
+pub mod compare;
+pub mod dims;
 pub mod enqueue;
 pub mod evidence;
 pub mod explain;

@@ -21,11 +21,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (ir, a) = subject::evaluated(&s, EvalOptions::default()).map_err(crate::cli::failed)?;
     let sum = a.summary();
     if args.json {
-        crate::cli::out::print_json(&sum)?;
+        let mut v = serde_json::to_value(&sum)?;
+        v["dims"] = serde_json::to_value(crate::cmd::dims::dims(&ir, &a))?;
+        v["architecture"] = crate::cmd::dims::config_facts(&s.truth.config)
+            .into_iter()
+            .map(|(k, x)| (k.to_string(), x))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        crate::cli::out::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} — {}", ir.name, ir.summary);
     outln!("evaluated against {}\n", s.truth_origin);
+    crate::cmd::dims::print(&ir, &a, &s.truth.config);
     outln!(
         "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
         "stack",
@@ -57,15 +65,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ("KV bytes / token", sum.kv_bytes_per_token),
         ("windowed KV bytes / token", sum.kv_window_bytes_per_token),
         ("state bytes / sequence", sum.state_bytes_per_sequence),
-        ("decode FLOPs / token @ctx", sum.decode_flops_per_token),
+        ("decode FLOPs / token", sum.decode_flops_per_token),
     ];
     for (k, v) in rows {
-        outln!("{k:<28} {:>24}", group_digits(v));
+        let at = if k.starts_with("decode FLOPs") {
+            format!("   (one token attending {} positions)", sum.context)
+        } else {
+            String::new()
+        };
+        outln!("{k:<28} {:>24}{at}", group_digits(v));
     }
     outln!(
-        "{:<28} {:>24}",
-        format!("prefill FLOPs @{}", sum.context),
-        group_digits(sum.prefill_flops)
+        "{:<28} {:>24}   (one sequence of {} tokens, logits at every position)",
+        "prefill FLOPs",
+        group_digits(sum.prefill_flops),
+        sum.context
     );
     for (d, b) in &sum.weight_bytes_by_dtype {
         outln!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
