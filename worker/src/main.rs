@@ -43,6 +43,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Models side by side: every show figure, and with --gpu every analyze figure.
     Compare(cmd::compare::Args),
+    /// List the library's model specs, the architectures each serves and the bundled snapshots.
+    Models(cmd::models::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Models(a) => cmd::models::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
         Command::Enqueue(a) => cmd::enqueue::run(a),

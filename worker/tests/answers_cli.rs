@@ -184,7 +184,8 @@ fn mistyped_names_get_a_did_you_mean() {
     let (code, _, err) = run(&["analyze", "deepseek-ai/DeepSeek-V2", "--gpu", "H200"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("did you mean `deepseek-ai/DeepSeek-V2-Lite`?"),
+        err.contains("fetch it first (`harch-worker fetch deepseek-ai/DeepSeek-V2 --out DIR`)")
+            && err.contains("did you mean the bundled `deepseek-ai/DeepSeek-V2-Lite`?"),
         "{err}"
     );
     // A bundled model's name alone is that model; a near miss is a did-you-mean.
@@ -473,4 +474,30 @@ fn show_names_the_dims_by_symbol_and_the_context_of_each_flops_figure() {
             .any(|d| d["symbol"] == "n_kv_heads" && d["value"] == 8)
     );
     assert_eq!(v["architecture"]["context_limit"], 40_960);
+}
+
+#[test]
+fn models_lists_specs_their_architectures_and_snapshots() {
+    let (code, out, err) = run(&["models", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let qwen3 = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["spec"] == "qwen3")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        qwen3["architectures"],
+        serde_json::json!(["Qwen3ForCausalLM"])
+    );
+    assert_eq!(qwen3["snapshots"], serde_json::json!(["Qwen/Qwen3-8B"]));
+    // A checkpoint of a library architecture without a snapshot: offline, what to run.
+    let (code, _, err) = run(&["show", "Qwen/Qwen3-32B"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("harch-worker fetch Qwen/Qwen3-32B --out DIR") && err.contains("--truth DIR"),
+        "{err}"
+    );
 }

@@ -46,6 +46,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
   harch-worker compare Qwen/Qwen3-8B Qwen/Qwen3-30B-A3B --bytes --json",
     ),
     (
+        "models",
+        "  harch-worker models                          # specs, architectures, bundled snapshots
+  harch-worker models --json",
+    ),
+    (
         "fetch",
         "  harch-worker fetch Qwen/Qwen3-8B                   # into .harch/truth/Qwen__Qwen3-8B
   harch-worker fetch Qwen/Qwen3-8B --out truth/qwen3 --revision main

@@ -82,9 +82,9 @@ fn looks_like_model_id(arg: &str) -> bool {
 }
 
 /// A model id as the bundled snapshots spell it: `deepseek-ai/deepseek-v3` is
-/// `deepseek-ai/DeepSeek-V3` (the Hub matches ids case-insensitively). An id that is not
-/// bundled but close to one is a usage error saying which; anything else is left as given
-/// (a spec path or name, or an id the resolver answers with what to fetch).
+/// `deepseek-ai/DeepSeek-V3` (the Hub matches ids case-insensitively), a bundled model's name
+/// alone is its id; anything else is left as given (a spec path or name, or an id the resolver
+/// answers with what to fetch, see [`resolve`]).
 pub fn model_arg(arg: &str) -> anyhow::Result<String> {
     let ids = snapshot::snapshot_ids();
     // A bundled model's name without its organisation (`Llama-3.1-8B`): spec names are
@@ -111,22 +111,21 @@ pub fn model_arg(arg: &str) -> anyhow::Result<String> {
     if let Some(id) = ids.iter().find(|id| id.eq_ignore_ascii_case(arg)) {
         return Ok(id.to_string());
     }
+    Ok(arg.to_string())
+}
+
+/// The bundled model id a model id that is not bundled most likely means: one it begins
+/// (`DeepSeek-V2` of `DeepSeek-V2-Lite`), else the nearest by edit distance.
+fn bundled_like(arg: &str) -> Option<&'static str> {
+    let ids = snapshot::snapshot_ids();
     let lower: Vec<String> = ids.iter().map(|i| i.to_ascii_lowercase()).collect();
     let want = arg.to_ascii_lowercase();
-    // An id the argument begins (`DeepSeek-V2` of `DeepSeek-V2-Lite`) before the nearest by
-    // edit distance (which would be `DeepSeek-V3`).
     let prefix = lower.iter().position(|l| l.starts_with(&want));
     let nearest = || {
         harch_engine::diag::closest(&want, lower.iter().map(String::as_str))
             .and_then(|c| lower.iter().position(|l| l == c))
     };
-    if let Some(i) = prefix.or_else(nearest) {
-        bail!(
-            "no bundled snapshot of `{arg}`; did you mean `{}`? (`harch-worker models` lists them; another model: `harch-worker fetch {arg} --out DIR`, then `--truth DIR`)",
-            ids[i]
-        );
-    }
-    Ok(arg.to_string())
+    prefix.or_else(nearest).map(|i| ids[i])
 }
 
 /// [`subject::resolve`] of a model argument as people type it ([`model_arg`]), and when it
@@ -150,7 +149,17 @@ pub fn resolve(
                 .and_then(|c| lower.iter().position(|l| l == c))
         });
         match hit {
-            Some(i) if !arg.contains('/') => e.context(format!("did you mean `{}`?", ids[i])),
+            Some(i) if !arg.contains('/') => {
+                anyhow::anyhow!("{e:#}; did you mean `{}`?", ids[i])
+            }
+            // An id that is not bundled may be a real Hub id: the error says how to fetch it,
+            // and the bundled id it may have meant.
+            _ if looks_like_model_id(&id) => match bundled_like(&id) {
+                Some(b) => anyhow::anyhow!(
+                    "{e:#}; or did you mean the bundled `{b}`? (`harch-worker models` lists them)"
+                ),
+                None => e,
+            },
             _ => e,
         }
     })

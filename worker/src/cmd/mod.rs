@@ -10,6 +10,7 @@ pub mod explain;
 pub mod fetch;
 pub mod friendly;
 pub mod logs;
+pub mod models;
 pub mod ops;
 pub mod plan;
 pub mod promote;
