@@ -79,6 +79,24 @@ impl Terms {
     }
 }
 
+/// Fractions of a time per resource (they sum to 1 for a non-empty phase).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Split {
+    pub compute_fraction: f64,
+    pub memory_fraction: f64,
+    pub communication_fraction: f64,
+}
+
+impl Split {
+    pub fn get(&self, r: Resource) -> f64 {
+        match r {
+            Resource::Compute => self.compute_fraction,
+            Resource::Memory => self.memory_fraction,
+            Resource::Communication => self.communication_fraction,
+        }
+    }
+}
+
 /// One row of a phase's cost table: an op, a derived collective, or weights a decode variant
 /// reads without an op of its own.
 #[derive(Clone, Debug, Serialize)]
@@ -128,7 +146,7 @@ pub struct PhaseCost {
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub precision_fallbacks: std::collections::BTreeMap<String, String>,
     /// Share of the estimate spent in ops bounded by each resource.
-    pub estimate_split: Terms,
+    pub estimate_split: Split,
     /// Per GPU totals (summed over stages).
     pub flops_per_gpu: f64,
     pub memory_bytes_per_gpu: f64,
@@ -298,13 +316,18 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         estimate_s += v;
         split.add(res, v);
     }
-    if estimate_s > 0.0 {
-        split = Terms {
-            compute_s: split.compute_s / estimate_s,
-            memory_s: split.memory_s / estimate_s,
-            communication_s: split.communication_s / estimate_s,
-        };
-    }
+    let frac = |t: f64| {
+        if estimate_s > 0.0 {
+            t / estimate_s
+        } else {
+            0.0
+        }
+    };
+    let split = Split {
+        compute_fraction: frac(split.compute_s),
+        memory_fraction: frac(split.memory_s),
+        communication_fraction: frac(split.communication_s),
+    };
     PhaseCost {
         step: *step,
         tokens: plan.stage_tokens(step),

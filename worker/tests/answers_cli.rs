@@ -501,3 +501,49 @@ fn models_lists_specs_their_architectures_and_snapshots() {
         "{err}"
     );
 }
+
+/// One naming scheme in the JSON: seconds end in `_s`, fractions in `_fraction`, counts are
+/// integers, `errors` is an array.
+#[test]
+fn json_names_say_their_units() {
+    let (_, out, _) = run(&["analyze", "Qwen/Qwen3-8B", "--gpu", "h100", "--json"]);
+    let v = json(&out);
+    let split = &v["decode"]["estimate_split"];
+    let sum: f64 = [
+        "compute_fraction",
+        "memory_fraction",
+        "communication_fraction",
+    ]
+    .iter()
+    .map(|k| split[k].as_f64().unwrap())
+    .sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{split}");
+    assert!(split.get("memory_s").is_none());
+    for k in [
+        "max_decode_requests",
+        "weights_bytes_per_gpu",
+        "prefill_batch_cap",
+    ] {
+        assert!(v[k].is_i64(), "{k} is a count: {}", v[k]);
+    }
+    assert!(v["validation_errors"].is_array());
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("s.csv");
+    let (code, _, err) = run(&[
+        "analyze",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--sweep",
+        "context=1024,2048",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let head = std::fs::read_to_string(&csv).unwrap();
+    let cols: Vec<&str> = head.lines().next().unwrap().split(',').collect();
+    let mut unique = cols.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), cols.len(), "a column twice: {cols:?}");
+}

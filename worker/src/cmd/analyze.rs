@@ -473,9 +473,9 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                 seconds(c.bound_s),
                 seconds(c.estimate_s),
                 c.bound_by.name(),
-                c.estimate_split.memory_s * 100.0,
-                c.estimate_split.communication_s * 100.0,
-                c.estimate_split.compute_s * 100.0
+                c.estimate_split.memory_fraction * 100.0,
+                c.estimate_split.communication_fraction * 100.0,
+                c.estimate_split.compute_fraction * 100.0
             ),
             None if res.status == harch_analysis::report::DOES_NOT_FIT => {
                 outln!(
