@@ -267,7 +267,7 @@ fn sweeps_scale_the_layout_and_mark_extrapolations() {
         0
     );
     let csv = sweep::csv(&spec, &rows);
-    assert!(csv.starts_with("ep,gpus,layout,context,extrapolated,"));
+    assert!(csv.starts_with("ep,gpus,layout,decode_context,extrapolated,"));
     assert_eq!(csv.lines().count(), 6);
     let spec = SweepSpec::parse("context=131072,262144").unwrap();
     let rows = sweep::run(&model, &req, &spec);
