@@ -547,3 +547,38 @@ fn json_names_say_their_units() {
     unique.dedup();
     assert_eq!(unique.len(), cols.len(), "a column twice: {cols:?}");
 }
+
+#[test]
+fn a_cache_total_is_explained_one_labelled_term_per_entry_with_every_atom() {
+    let (code, out, err) = run(&["explain", "openai/gpt-oss-20b", "kv_bytes_per_token"]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "layers[full]: 24,576  (2 entries)",
+        "layers[full].attention.k_rope (key, BF16): n_kv_heads * d_head * 2 * layers(full) = 12,288",
+        "layers[full].attention.v_heads (value, BF16):",
+        "  layers(full) = 12",
+    ] {
+        assert!(out.contains(want), "missing `{want}`:\n{out}");
+    }
+    let (code, out, _) = run(&[
+        "explain",
+        "Qwen/Qwen3-Next-80B-A3B",
+        "state_bytes_per_sequence",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    let terms = v["terms"].as_array().unwrap();
+    let sum: i64 = terms.iter().map(|t| t["value"].as_i64().unwrap()).sum();
+    assert_eq!(v["value"].as_i64().unwrap(), sum);
+    assert_eq!(v["where"]["state(core)"], 524_288);
+    assert_eq!(v["where"]["conv_kernel"], 4);
+    let (code, out, _) = run(&[
+        "explain",
+        "openai/gpt-oss-20b",
+        "kv_bytes_per_token",
+        "--full",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("whole expression: "), "{out}");
+}

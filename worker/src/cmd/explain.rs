@@ -27,6 +27,10 @@ pub struct Args {
     /// layout and workload, as `analyze` takes them.
     #[command(flatten)]
     pub deployment: crate::cmd::analyze::DeploymentArgs,
+    /// Every term of a long sum (a cache total lists its entries folded by layer group
+    /// otherwise) and the whole expression.
+    #[arg(long)]
+    pub full: bool,
     /// Print `quantity`, `formula`, `value`, `bound` (where a dim is bound) and `where` (the
     /// dims the formula uses) as JSON; errors are JSON too.
     #[arg(long)]
@@ -47,6 +51,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &args.quantity,
             args.json,
         );
+    }
+    if let Some(code) =
+        crate::cmd::explain_terms::explain(&a, &args.quantity, args.full, args.json)?
+    {
+        return Ok(code);
     }
     if let Some((kind @ ("params" | "flops"), path)) = args.quantity.split_once(':')
         && a.quantity(&args.quantity, args.ctx as i128).is_none()

@@ -7,6 +7,7 @@ pub mod dims;
 pub mod enqueue;
 pub mod evidence;
 pub mod explain;
+pub mod explain_terms;
 pub mod fetch;
 pub mod friendly;
 pub mod logs;
