@@ -117,7 +117,7 @@ pub struct Assumptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseResult {
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Always an array (empty when nothing is missing), as every list in the JSON is.
     pub missing: Vec<String>,
     #[serde(flatten)]
     pub cost: Option<PhaseCost>,
@@ -170,7 +170,7 @@ pub struct Report {
     /// What overflows one GPU, by how much (empty when it fits).
     pub overflows: Vec<Overflow>,
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Always an array (empty when nothing is missing), as every list in the JSON is.
     pub missing: Vec<String>,
     pub assumptions: Assumptions,
     pub hardware: Gpu,

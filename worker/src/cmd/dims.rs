@@ -49,7 +49,8 @@ pub fn dims(ir: &ModelIr, a: &Analysis) -> Vec<Dim> {
 }
 
 /// Config facts beside the dims: `max_position_embeddings` (the published context limit) and
-/// the rope base and scaling, as config.json (or its `text_config`) states them.
+/// the rope base and scaling, as config.json (or its `text_config`) states them (null when it
+/// does not).
 pub fn config_facts(config: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
     let text = config.get("text_config").unwrap_or(config);
     let get = |k: &str| text.get(k).or_else(|| config.get(k)).cloned();
@@ -59,9 +60,8 @@ pub fn config_facts(config: &serde_json::Value) -> Vec<(&'static str, serde_json
         ("rope_theta", "rope_theta"),
         ("rope_scaling", "rope_scaling"),
     ] {
-        if let Some(x) = get(key).filter(|x| !x.is_null()) {
-            v.push((name, x));
-        }
+        // Null when config.json does not say: the JSON keeps one shape for every model.
+        v.push((name, get(key).unwrap_or(serde_json::Value::Null)));
     }
     v
 }
@@ -77,7 +77,10 @@ pub fn print(ir: &ModelIr, a: &Analysis, config: &serde_json::Value) {
             d.summary
         );
     }
-    for (k, v) in config_facts(config) {
+    for (k, v) in config_facts(config)
+        .into_iter()
+        .filter(|(_, v)| !v.is_null())
+    {
         outln!("  {k:<24} {:>12}   config.json", v.to_string());
     }
     outln!();
