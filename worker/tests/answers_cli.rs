@@ -582,3 +582,61 @@ fn a_cache_total_is_explained_one_labelled_term_per_entry_with_every_atom() {
     assert_eq!(code, 0);
     assert!(out.contains("whole expression: "), "{out}");
 }
+
+#[test]
+fn a_figure_of_a_deployment_that_does_not_fit_is_explained_as_such() {
+    let (code, out, _) = run(&[
+        "explain",
+        "Qwen/Qwen3-Next-80B-A3B",
+        "decode.estimate_s",
+        "--gpu",
+        "H200",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("DOES NOT FIT") && out.contains("21.51 GiB over"),
+        "{out}"
+    );
+    let (code, out, _) = run(&[
+        "explain",
+        "Qwen/Qwen3-Next-80B-A3B",
+        "decode.estimate_s",
+        "--gpu",
+        "H200",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(json(&out)["status"], "DOES_NOT_FIT");
+}
+
+#[test]
+fn plan_keeps_only_layouts_that_meet_a_latency_target() {
+    let (code, out, _) = run(&[
+        "plan",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--max-gpus",
+        "8",
+        "--max-tpot",
+        "1us",
+        "--json",
+    ]);
+    assert_eq!(code, 1, "no layout decodes in a microsecond: {out}");
+    assert!(json(&out)["smallest"].is_null());
+    let (code, out, err) = run(&[
+        "plan",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--max-gpus",
+        "8",
+        "--max-tpot",
+        "1s",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert!(v["smallest"]["tpot_estimate_s"].as_f64().unwrap() <= 1.0);
+    assert_eq!(v["max_tpot_s"], 1.0);
+}
