@@ -13,6 +13,8 @@ fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
         .current_dir(root())
         .env("HARCH_INVENTORY_CACHE", "off")
+        // A model id that is not bundled is fetched online; these tests stay offline.
+        .env("HF_HUB_OFFLINE", "1")
         .args(args)
         .output()
         .unwrap();
@@ -639,4 +641,47 @@ fn plan_keeps_only_layouts_that_meet_a_latency_target() {
     let v = json(&out);
     assert!(v["smallest"]["tpot_estimate_s"].as_f64().unwrap() <= 1.0);
     assert_eq!(v["max_tpot_s"], 1.0);
+}
+
+#[test]
+fn a_model_that_is_not_bundled_is_answered_from_the_truth_fetch_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
+            .current_dir(dir.path())
+            .env("HARCH_ROOT", root())
+            .env("HARCH_INVENTORY_CACHE", "off")
+            .env("HF_HUB_OFFLINE", "1")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // Offline and never fetched: what to run.
+    let (code, _, err) = cmd(&["show", "someone/Qwen3-8B-copy"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("harch-worker fetch someone/Qwen3-8B-copy --out DIR"),
+        "{err}"
+    );
+    // A truth directory where `fetch` puts one by default (here written from the bundled
+    // snapshot of a checkpoint of the same architecture) is found and used.
+    let (code, _, err) = cmd(&[
+        "fetch",
+        "Qwen/Qwen3-8B",
+        "--offline",
+        "--out",
+        ".harch/truth/someone__Qwen3-8B-copy",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cmd(&["show", "someone/Qwen3-8B-copy", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["params_total"], 8_190_735_360i64);
+    let (code, out, err) = cmd(&["analyze", "someone/Qwen3-8B-copy", "--gpu", "h100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("FITS: someone/Qwen3-8B-copy"), "{out}");
 }

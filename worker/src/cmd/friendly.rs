@@ -114,6 +114,44 @@ pub fn model_arg(arg: &str) -> anyhow::Result<String> {
     Ok(arg.to_string())
 }
 
+/// The truth directory of a model id that is not bundled: the one `harch-worker fetch` wrote
+/// (`.harch/truth/<org>__<name>`), else fetched there now from the Hub (config, index, shard
+/// headers: no weights). `None` offline (`HF_HUB_OFFLINE`): the caller says what to run.
+fn fetched_truth(id: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    use harch_worker::hub;
+    let dir = std::path::PathBuf::from(".harch/truth").join(id.replace('/', "__"));
+    if dir.join("config.json").is_file() {
+        return Ok(Some(dir));
+    }
+    let mut opts = hub::FetchOptions::from_env(id, dir.clone());
+    if opts.offline {
+        return Ok(None);
+    }
+    opts.progress = false;
+    eprintln!(
+        "note: `{id}` is not bundled: fetching its truth (config, index, shard headers; no weights) into {}",
+        dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(hub::fetch_truth(&opts)) {
+        Ok(_) => Ok(Some(dir)),
+        Err(e) => {
+            let what = format!(
+                "`{id}` is not bundled and fetching it failed: {e}; to retry: `harch-worker fetch {id} --out DIR`, then `--truth DIR` (offline: HF_HUB_OFFLINE=1)"
+            );
+            Err(if e.is_transient() {
+                crate::cli::transient(anyhow::anyhow!(what))
+            } else if matches!(e, hub::FetchError::BadModelId { .. }) {
+                crate::cli::usage(anyhow::anyhow!(what))
+            } else {
+                crate::cli::failed(anyhow::anyhow!(what))
+            })
+        }
+    }
+}
+
 /// The bundled model id a model id that is not bundled most likely means: one it begins
 /// (`DeepSeek-V2` of `DeepSeek-V2-Lite`), else the nearest by edit distance.
 fn bundled_like(arg: &str) -> Option<&'static str> {
@@ -136,6 +174,13 @@ pub fn resolve(
     truth: Option<&std::path::Path>,
 ) -> anyhow::Result<harch_worker::subject::Subject> {
     let id = model_arg(arg)?;
+    if truth.is_none()
+        && looks_like_model_id(&id)
+        && !snapshot::snapshot_ids().contains(&id.as_str())
+        && let Some(dir) = fetched_truth(&id)?
+    {
+        return harch_worker::subject::resolve(&id, Some(&dir));
+    }
     harch_worker::subject::resolve(&id, truth).map_err(|e| {
         let name = arg.rsplit('/').next().unwrap_or(arg);
         let ids = snapshot::snapshot_ids();
