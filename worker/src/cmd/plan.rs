@@ -138,7 +138,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         outln!(
-            "{} on {} (nodes of {node}), input {} / output {} tokens, context {}{}",
+            "{} (spec {}) on {} (nodes of {node}), input {} / output {} tokens, context {}{}",
+            args.spec,
             model.a.model,
             gpu.gpu,
             base.input,
