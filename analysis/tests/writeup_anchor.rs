@@ -118,6 +118,21 @@ fn deepseek_v3_on_eight_b200_reproduces_chapter_3_4() {
         .iter()
         .map(|row| row.weight_bytes + row.cache_bytes)
         .sum();
+    // MTP is not loaded: no step reads its weights (its decode variant's absorbed kv_b_proj
+    // included).
+    assert!(
+        d.rows.iter().all(|row| !row.id.starts_with("mtp")),
+        "an MTP row in decode"
+    );
+    assert!(
+        r.prefill
+            .cost
+            .as_ref()
+            .unwrap()
+            .rows
+            .iter()
+            .all(|row| !row.id.starts_with("mtp"))
+    );
     let hbm = req.gpu.hbm_bytes_per_s().unwrap();
     assert!((d.bound_terms.memory_s - floor_bytes / hbm).abs() < 1e-9);
     eprintln!("{report}");
