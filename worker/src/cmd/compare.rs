@@ -97,8 +97,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         edits_all = edits;
         let a = edited.as_ref().unwrap_or(&a);
         let sum = a.summary();
-        let mut f: Vec<(String, Unit, serde_json::Value)> =
-            vec![("spec".into(), Unit::Text, ir.name.clone().into())];
+        let verified = super::verdict::verify(&s).valid;
+        let mut f: Vec<(String, Unit, serde_json::Value)> = vec![
+            ("spec".into(), Unit::Text, ir.name.clone().into()),
+            // A spec that does not validate against its truth: every figure of its column is
+            // from an unverified spec.
+            ("verified".into(), Unit::Text, verified.into()),
+        ];
         for d in super::dims::dims(&ir, a) {
             f.push((d.symbol, Unit::Count, serde_json::json!(d.value)));
         }
