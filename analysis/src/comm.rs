@@ -172,6 +172,8 @@ impl<'m, 'a> Plan<'m, 'a> {
                     } else {
                         1.0
                     };
+                    // A logits row at the last position only moves that position's values.
+                    let tokens = tokens.min(self.row_tokens(r, step));
                     let prow = m.per_layer_copies(p) * crossings * tokens;
                     let elems = pinfo.out_elements as f64;
                     let bytes_of =

@@ -1,7 +1,9 @@
 //! Time per phase: every op on one GPU as three terms (compute at the rated peak of its
 //! precision, memory at the rated HBM bandwidth, communication at the rated link), composed
 //! two ways. The **bound** is each resource's total over its peak, the largest of them, summed
-//! over pipeline stages: no implementation can beat it. The **estimate** sums each op's largest
+//! over pipeline stages, for the fused graph: every FLOP, the weights and caches through HBM
+//! (activations may stay on chip), every byte that leaves the GPU: no implementation can beat
+//! it. The **estimate** sums each op's largest
 //! term, with no overlap between ops. Only the bound may reject a measured result.
 
 use std::collections::BTreeSet;
@@ -77,6 +79,24 @@ impl Terms {
     }
 }
 
+/// Fractions of a time per resource (they sum to 1 for a non-empty phase).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Split {
+    pub compute_fraction: f64,
+    pub memory_fraction: f64,
+    pub communication_fraction: f64,
+}
+
+impl Split {
+    pub fn get(&self, r: Resource) -> f64 {
+        match r {
+            Resource::Compute => self.compute_fraction,
+            Resource::Memory => self.memory_fraction,
+            Resource::Communication => self.communication_fraction,
+        }
+    }
+}
+
 /// One row of a phase's cost table: an op, a derived collective, or weights a decode variant
 /// reads without an op of its own.
 #[derive(Clone, Debug, Serialize)]
@@ -93,6 +113,9 @@ pub struct CostRow {
     pub cache_bytes: f64,
     pub comm_bytes: f64,
     pub terms: Terms,
+    /// The row's share of the bound's memory total: the bytes a fully fused graph must still
+    /// move through HBM (weights and caches; its activations can stay on chip).
+    pub floor_memory_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comm: Option<CommRow>,
 }
@@ -115,10 +138,15 @@ pub struct PhaseCost {
     pub estimate_s: f64,
     /// The resource whose total sets the bound.
     pub bound_by: Resource,
-    /// Per-resource totals over peaks (summed over stages).
+    /// Per-resource totals over peaks of the fused graph (summed over stages): every FLOP,
+    /// the weights and caches read and written, every byte communicated.
     pub bound_terms: Terms,
+    /// Weights stored at a precision the GPU has no rate for, and the precision they run at
+    /// instead (the next wider one it has).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub precision_fallbacks: std::collections::BTreeMap<String, String>,
     /// Share of the estimate spent in ops bounded by each resource.
-    pub estimate_split: Terms,
+    pub estimate_split: Split,
     /// Per GPU totals (summed over stages).
     pub flops_per_gpu: f64,
     pub memory_bytes_per_gpu: f64,
@@ -147,6 +175,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             })
         };
         let hbm = note(gpu.hbm_bytes_per_s());
+        let mut fallbacks = std::collections::BTreeMap::new();
         let mut rows = Vec::new();
         for s in 0..self.stages() {
             for (r, info) in m.rows.iter().enumerate() {
@@ -163,7 +192,14 @@ impl<'m, 'a> Plan<'m, 'a> {
                 let precision = match compute {
                     ComputePrecision::Fixed(p) => p.clone(),
                     ComputePrecision::Weights => {
-                        info.weight_precision.unwrap_or(act.precision).to_string()
+                        let p = info.weight_precision.unwrap_or(act.precision);
+                        match gpu.runs_at(p) {
+                            Some(q) if q != p && flops > 0.0 => {
+                                fallbacks.insert(p.to_string(), q.to_string());
+                                q.to_string()
+                            }
+                            _ => p.to_string(),
+                        }
                     }
                 };
                 let compute_s = if flops > 0.0 {
@@ -187,6 +223,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                         memory_s: bytes / hbm,
                         communication_s: 0.0,
                     },
+                    floor_memory_s: (weight_bytes + cache_bytes) / hbm,
                     comm: None,
                 });
             }
@@ -208,6 +245,7 @@ impl<'m, 'a> Plan<'m, 'a> {
                                 memory_s: bytes / hbm,
                                 ..Terms::default()
                             },
+                            floor_memory_s: bytes / hbm,
                             comm: None,
                         });
                     }
@@ -240,13 +278,16 @@ impl<'m, 'a> Plan<'m, 'a> {
                     communication_s: t,
                     ..Terms::default()
                 },
+                floor_memory_s: 0.0,
                 comm: Some(c),
             });
         }
         if !missing.is_empty() {
             return Err(missing.into_iter().collect());
         }
-        Ok(compose(self, step, rows))
+        let mut cost = compose(self, step, rows);
+        cost.precision_fallbacks = fallbacks;
+        Ok(cost)
     }
 }
 
@@ -258,7 +299,7 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         let mut t = Terms::default();
         for r in rows.iter().filter(|r| r.stage == s) {
             t.compute_s += r.terms.compute_s;
-            t.memory_s += r.terms.memory_s;
+            t.memory_s += r.floor_memory_s;
             t.communication_s += r.terms.communication_s;
         }
         let (res, v) = t.max();
@@ -275,13 +316,18 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         estimate_s += v;
         split.add(res, v);
     }
-    if estimate_s > 0.0 {
-        split = Terms {
-            compute_s: split.compute_s / estimate_s,
-            memory_s: split.memory_s / estimate_s,
-            communication_s: split.communication_s / estimate_s,
-        };
-    }
+    let frac = |t: f64| {
+        if estimate_s > 0.0 {
+            t / estimate_s
+        } else {
+            0.0
+        }
+    };
+    let split = Split {
+        compute_fraction: frac(split.compute_s),
+        memory_fraction: frac(split.memory_s),
+        communication_fraction: frac(split.communication_s),
+    };
     PhaseCost {
         step: *step,
         tokens: plan.stage_tokens(step),
@@ -289,6 +335,7 @@ fn compose(plan: &Plan, step: &Step, rows: Vec<CostRow>) -> PhaseCost {
         estimate_s,
         bound_by: by.max().0,
         bound_terms,
+        precision_fallbacks: Default::default(),
         estimate_split: split,
         flops_per_gpu: rows.iter().map(|r| r.flops).sum(),
         memory_bytes_per_gpu: rows.iter().map(CostRow::memory_bytes).sum(),

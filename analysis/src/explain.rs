@@ -336,7 +336,8 @@ pub fn explain(plan: &Plan, req: &Request, report: &Report, name: &str) -> Optio
         "prefill_activation_bytes_per_token" | "prefill_batch_cap" => {
             let m = mem?;
             let s = tight_stage?;
-            let step = Step::prefill(1, 1);
+            let mut step = Step::prefill(1, 1);
+            step.logits = req.logits;
             let terms = plan
                 .model
                 .rows
@@ -347,6 +348,7 @@ pub fn explain(plan: &Plan, req: &Request, report: &Report, name: &str) -> Optio
                         && i.main
                         && step.phase.runs(i.phase)
                         && plan.row_stage_share(*r, s).num > 0
+                        && !plan.last_position_only(*r, &step)
                 })
                 .map(|(r, _)| {
                     let v = plan.activation_bytes(r, s, &step, &req.activations, true);
@@ -359,10 +361,11 @@ pub fn explain(plan: &Plan, req: &Request, report: &Report, name: &str) -> Optio
                 .collect();
             let formula = if name == "prefill_batch_cap" {
                 format!(
-                    "floor(kv_budget_bytes / (input × activation bytes per token + KV of the prompt)) = floor({} / ({} × {} + {}))",
+                    "floor(kv_budget_bytes / (max(input × activation bytes per token, logits at the last position) + KV of the prompt)) = floor({} / (max({} × {}, {}) + {}))",
                     digits(m.kv_budget_bytes),
                     m.prefill_tokens,
                     digits(m.prefill_activation_bytes_per_token),
+                    digits(m.prefill_logits_bytes_per_request),
                     digits(plan.kv_request_on_stage(s, m.prefill_tokens, residency))
                 )
             } else {

@@ -17,6 +17,9 @@ pub const PRECISIONS: &[&str] = &["fp4", "fp8", "bf16", "fp16", "tf32", "fp32"];
 struct FileDef {
     gpu: String,
     name: String,
+    /// Other names a user may give (`H100` for the SXM part).
+    #[serde(default)]
+    aliases: Vec<String>,
     figures: FiguresDef,
 }
 
@@ -70,6 +73,8 @@ pub struct Gpu {
     /// Short name, e.g. `B200`.
     pub gpu: String,
     pub name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
     pub memory: Option<Figure>,
     pub hbm_bandwidth: Option<Figure>,
     pub peak_flops: BTreeMap<String, Figure>,
@@ -128,6 +133,16 @@ impl Gpu {
                 gpu: self.gpu.clone(),
                 figure: format!("peak_flops.{precision}"),
             })
+    }
+    /// The precision weights stored at `p` run at: `p` when the GPU has a rate for it, else
+    /// the next wider precision it has (MXFP4 weights on a GPU without FP4 tensor cores are
+    /// dequantized to FP8 or BF16 on the fly); `None` when it has none of them.
+    pub fn runs_at(&self, p: &str) -> Option<&'static str> {
+        let from = PRECISIONS.iter().position(|q| *q == p)?;
+        PRECISIONS[from..]
+            .iter()
+            .copied()
+            .find(|q| self.peak_flops.contains_key(*q))
     }
     /// A copy with one figure scaled (what-if runs and property tests).
     pub fn with_hbm_scaled(&self, k: f64) -> Gpu {
@@ -240,6 +255,7 @@ fn parse_gpu(id: &str, text: &str) -> Result<Gpu, String> {
         id: id.to_string(),
         gpu: def.gpu,
         name: def.name,
+        aliases: def.aliases,
         memory: opt(f.memory, Kind::Bytes, "memory")?,
         hbm_bandwidth: opt(f.hbm_bandwidth, Kind::BytesPerS, "hbm_bandwidth")?,
         peak_flops: peak,
@@ -287,13 +303,36 @@ impl HardwareTable {
         Ok(HardwareTable { gpus })
     }
 
-    /// A GPU by id or name, ignoring case, spaces and punctuation (`B200`, `h100_sxm`,
-    /// `H100 SXM`).
+    /// A GPU by id, name or alias, ignoring case, spaces and punctuation (`B200`, `h100_sxm`,
+    /// `H100 SXM`, `h100`).
     pub fn find(&self, name: &str) -> Option<&Gpu> {
         let n = normalize(name);
-        self.gpus
+        self.gpus.iter().find(|g| {
+            normalize(&g.id) == n
+                || normalize(&g.gpu) == n
+                || g.aliases.iter().any(|a| normalize(a) == n)
+        })
+    }
+
+    /// The GPU a mistyped name most likely means (by edit distance over ids, names and
+    /// aliases, normalized as [`HardwareTable::find`] does).
+    pub fn closest(&self, name: &str) -> Option<&Gpu> {
+        let n = normalize(name);
+        let keys: Vec<(String, usize)> = self
+            .gpus
             .iter()
-            .find(|g| normalize(&g.id) == n || normalize(&g.gpu) == n)
+            .enumerate()
+            .flat_map(|(i, g)| {
+                [g.id.as_str(), g.gpu.as_str()]
+                    .into_iter()
+                    .chain(g.aliases.iter().map(String::as_str))
+                    .map(move |k| (normalize(k), i))
+            })
+            .collect();
+        let best = harch_engine::diag::closest(&n, keys.iter().map(|(k, _)| k.as_str()))?;
+        keys.iter()
+            .find(|(k, _)| k == best)
+            .map(|(_, i)| &self.gpus[*i])
     }
 
     pub fn names(&self) -> Vec<&str> {

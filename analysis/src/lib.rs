@@ -21,13 +21,17 @@ pub mod layout;
 pub mod memory;
 pub mod plot;
 pub mod report;
+pub mod search;
 pub mod shard;
 pub mod sweep;
 pub mod traffic;
+pub mod verdict;
+pub mod whatif;
 
 pub use cost::{ComputePrecision, Resource};
 pub use hardware::{Gpu, HardwareTable, Missing};
 pub use layout::{Layout, LayoutError, LayoutSpec, Part};
 pub use report::{Report, Request, analyze, analyze_plan};
 pub use shard::{Model, ModelError, Plan};
-pub use traffic::{Activations, Phase, Step};
+pub use traffic::{Activations, Logits, Phase, Step};
+pub use verdict::{Fit, Overflow};

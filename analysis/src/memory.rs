@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::hardware::{Gpu, Missing};
 use crate::shard::{Place, Plan};
-use crate::traffic::{Activations, Step};
+use crate::traffic::{Activations, Logits, Step};
 
 /// Which weights and caches are resident.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -44,6 +44,9 @@ pub struct MemoryPlan {
     /// Live activation bytes per prompt token on one GPU at the op that needs the most, plus
     /// the stream carried between layers.
     pub prefill_activation_bytes_per_token: i128,
+    /// Live activation bytes of the logits ops of one request at prefill (their input and
+    /// output at the last position; 0 with `--logits all`, where they count per token above).
+    pub prefill_logits_bytes_per_request: i128,
     /// Requests one attention replica can prefill at once before activations and the
     /// prompt's cache exhaust the budget.
     pub prefill_batch_cap: i128,
@@ -94,21 +97,41 @@ impl<'m, 'a> Plan<'m, 'a> {
     /// Live activation bytes per prompt token on one GPU of stage `s`: the op whose inputs and
     /// output need the most (one layer's worth, one token per attention replica), plus the
     /// stream carried between layers.
-    pub fn activation_peak_per_token(&self, s: usize, act: &Activations) -> f64 {
-        let step = Step::prefill(1, 1);
+    /// With [`Logits::Last`] the logits ops are left out: they run once per request
+    /// ([`Plan::logits_peak_per_request`]).
+    pub fn activation_peak_per_token(&self, s: usize, act: &Activations, logits: Logits) -> f64 {
+        self.activation_peak(s, act, logits, false)
+            + (self.model.carried_elements * act.bytes) as f64
+    }
+
+    /// The largest live set of a logits op run at the last position of one request (0 unless
+    /// [`Logits::Last`]).
+    pub fn logits_peak_per_request(&self, s: usize, act: &Activations, logits: Logits) -> f64 {
+        if logits == Logits::All {
+            return 0.0;
+        }
+        self.activation_peak(s, act, logits, true)
+    }
+
+    fn activation_peak(&self, s: usize, act: &Activations, logits: Logits, of_logits: bool) -> f64 {
+        let mut step = Step::prefill(1, 1);
+        step.logits = logits;
         let mut peak = 0f64;
         for (r, info) in self.model.rows.iter().enumerate() {
             if !info.is_op || !info.main || !step.phase.runs(info.phase) {
                 continue;
             }
-            if self.row_stage_share(r, s).num == 0 {
+            if self.row_stage_share(r, s).num == 0 || self.last_position_only(r, &step) != of_logits
+            {
                 continue;
             }
             peak = peak.max(self.activation_bytes(r, s, &step, act, true));
         }
-        peak + (self.model.carried_elements * act.bytes) as f64
+        peak
     }
 
+    // The workload's parts, each a figure of the request: a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn memory(
         &self,
         gpu: &Gpu,
@@ -117,6 +140,7 @@ impl<'m, 'a> Plan<'m, 'a> {
         output: i128,
         act: &Activations,
         r: Residency,
+        logits: Logits,
     ) -> Result<MemoryPlan, Missing> {
         let memory_bytes = gpu.memory_bytes()? as i128;
         let usable = (memory_bytes as f64 * usable_fraction).floor() as i128;
@@ -128,6 +152,7 @@ impl<'m, 'a> Plan<'m, 'a> {
         let mut kv_gpu = 0;
         let mut cap = i128::MAX;
         let mut act_peak = 0i128;
+        let mut logits_peak = 0i128;
         for s in 0..self.stages() {
             let w = self.weights_on_stage(s, r);
             weights_by_stage.push(w);
@@ -136,9 +161,12 @@ impl<'m, 'a> Plan<'m, 'a> {
             let kv = self.kv_request_on_stage(s, ctx, r);
             kv_gpu = kv_gpu.max(kv);
             max_req = max_req.min(if kv > 0 { b.max(0) / kv } else { i128::MAX });
-            let peak = self.activation_peak_per_token(s, act).ceil() as i128;
+            let peak = self.activation_peak_per_token(s, act, logits).ceil() as i128;
             act_peak = act_peak.max(peak);
-            let per_request = input * peak + self.kv_request_on_stage(s, input, r);
+            let head = self.logits_peak_per_request(s, act, logits).ceil() as i128;
+            logits_peak = logits_peak.max(head);
+            // The logits ops run after the last layer: their live set replaces the layers'.
+            let per_request = (input * peak).max(head) + self.kv_request_on_stage(s, input, r);
             cap = cap.min(if per_request > 0 {
                 b.max(0) / per_request
             } else {
@@ -168,6 +196,7 @@ impl<'m, 'a> Plan<'m, 'a> {
             fits: budget > 0 && max_req > 0,
             prefill_tokens: input,
             prefill_activation_bytes_per_token: act_peak,
+            prefill_logits_bytes_per_request: logits_peak,
             prefill_batch_cap: cap,
         })
     }

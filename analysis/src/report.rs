@@ -12,7 +12,8 @@ use crate::hardware::{Gpu, Missing};
 use crate::layout::{Layout, LayoutError};
 use crate::memory::{MemoryPlan, Residency};
 use crate::shard::{Model, Plan};
-use crate::traffic::{Activations, Step};
+use crate::traffic::{Activations, Logits, Step};
+use crate::verdict::{Fit, Overflow, overflows};
 
 /// The most tokens per request and requests per replica a run may ask for.
 pub const MAX_TOKENS: i128 = 1 << 34;
@@ -37,6 +38,8 @@ pub struct Request {
     pub decode_batch: Option<i128>,
     /// Requests per attention replica in a prefill step (TTFT).
     pub prefill_batch: i128,
+    /// Where prefill computes logits (the last position, as servers do, unless `All`).
+    pub logits: Logits,
 }
 
 impl Request {
@@ -56,6 +59,7 @@ impl Request {
             compute: ComputePrecision::Weights,
             decode_batch: None,
             prefill_batch: 1,
+            logits: Logits::Last,
         }
     }
     pub fn context(&self) -> i128 {
@@ -104,12 +108,16 @@ pub struct Assumptions {
     pub attention: &'static str,
     pub routing: &'static str,
     pub composition: &'static str,
+    /// Where prefill computes logits: `last` (the last prompt position) or `all`.
+    pub logits: Logits,
+    /// Weights' precisions the GPU has no rate for, and the precision they run at instead.
+    pub precision_fallbacks: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseResult {
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Always an array (empty when nothing is missing), as every list in the JSON is.
     pub missing: Vec<String>,
     #[serde(flatten)]
     pub cost: Option<PhaseCost>,
@@ -133,6 +141,8 @@ impl PhaseResult {
 }
 
 pub const INSUFFICIENT_EVIDENCE: &str = "INSUFFICIENT_EVIDENCE";
+/// The status of a deployment (and of its phases) whose weights or caches overflow a GPU.
+pub const DOES_NOT_FIT: &str = "DOES_NOT_FIT";
 
 /// Derived collectives of one phase, summed by what they do and where they run.
 #[derive(Clone, Debug, Serialize)]
@@ -155,8 +165,12 @@ pub struct Report {
     pub gpus: u32,
     pub layout: String,
     pub degrees: Layout,
+    /// `FITS` or `DOES_NOT_FIT` (null when the memory figure is missing).
+    pub verdict: Option<Fit>,
+    /// What overflows one GPU, by how much (empty when it fits).
+    pub overflows: Vec<Overflow>,
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Always an array (empty when nothing is missing), as every list in the JSON is.
     pub missing: Vec<String>,
     pub assumptions: Assumptions,
     pub hardware: Gpu,
@@ -228,6 +242,7 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         output.max(0),
         &req.activations,
         residency,
+        req.logits,
     ) {
         Ok(m) => Some(m),
         Err(e) => {
@@ -243,12 +258,32 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
                 .map(|m| m.max_decode_requests.clamp(1, MAX_REQUESTS))
         })
         .unwrap_or(1);
-    let prefill_step = Step::prefill(req.prefill_batch, req.input);
+    let mut prefill_step = Step::prefill(req.prefill_batch, req.input);
+    prefill_step.logits = req.logits;
     let decode_step = Step::decode(decode_batch, ctx);
-    let prefill =
-        PhaseResult::from(plan.phase_cost(&req.gpu, &prefill_step, &req.activations, &req.compute));
-    let decode =
-        PhaseResult::from(plan.phase_cost(&req.gpu, &decode_step, &req.activations, &req.compute));
+    let over = memory
+        .as_ref()
+        .map(|m| overflows(m, req.decode_batch, req.prefill_batch));
+    let verdict = over.as_ref().map(|o| {
+        if o.is_empty() {
+            Fit::Fits
+        } else {
+            Fit::DoesNotFit
+        }
+    });
+    let phase = |step: &Step| {
+        if verdict == Some(Fit::DoesNotFit) {
+            PhaseResult {
+                status: DOES_NOT_FIT,
+                missing: vec![],
+                cost: None,
+            }
+        } else {
+            PhaseResult::from(plan.phase_cost(&req.gpu, step, &req.activations, &req.compute))
+        }
+    };
+    let prefill = phase(&prefill_step);
+    let decode = phase(&decode_step);
     for m in prefill.missing.iter().chain(&decode.missing) {
         if !missing.contains(m) {
             missing.push(m.clone());
@@ -295,7 +330,11 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         gpus: plan.layout.gpus,
         layout: plan.layout.to_string(),
         degrees: plan.layout.clone(),
-        status: if missing.is_empty() {
+        verdict,
+        overflows: over.unwrap_or_default(),
+        status: if verdict == Some(Fit::DoesNotFit) {
+            DOES_NOT_FIT
+        } else if missing.is_empty() {
             "ok"
         } else {
             INSUFFICIENT_EVIDENCE
@@ -312,7 +351,13 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
             prefill_batch: req.prefill_batch,
             attention: "fused: attention scores stay on chip; the cache is read once per decode step",
             routing: "uniform and balanced: every expert gets top_k/experts of the tokens",
-            composition: "estimate: ops run one after another at the slowest of their three terms",
+            composition: "estimate: ops run one after another at the slowest of their three terms; bound: the fused graph's totals (FLOPs, weights and caches through HBM, bytes communicated) over rated peaks",
+            logits: req.logits,
+            precision_fallbacks: [&prefill, &decode]
+                .iter()
+                .filter_map(|p| p.cost.as_ref())
+                .flat_map(|c| c.precision_fallbacks.clone())
+                .collect(),
         },
         hardware: req.gpu.clone(),
         memory,

@@ -143,6 +143,9 @@ pub struct RowInfo {
     /// a view or fused into its consumer, so it moves no bytes of its own; its consumers still
     /// read its output.
     pub view: bool,
+    /// Computes logits: a vocab op after the main stack (the output head and what follows
+    /// it). At prefill a server computes them at the last position only (`Logits::Last`).
+    pub logits: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -406,7 +409,9 @@ impl<'a> Model<'a> {
                 .then(|| weights_of[row].first().map(|&w| a.weights[w].logical[0].v))
                 .flatten();
             let (elems, out_ctx) = a.output_elements(row);
+            let place = place_of(row);
             rows.push(RowInfo {
+                logits: part == Part::Vocab && matches!(place, Place::After),
                 part,
                 expert,
                 is_op,
@@ -416,7 +421,7 @@ impl<'a> Model<'a> {
                 out: n.shape.iter().filter_map(Axis::dim).map(dims).collect(),
                 out_ctx,
                 out_elements: elems.v,
-                place: place_of(row),
+                place,
                 group: a.group_of(row).and_then(|g| {
                     a.groups
                         .iter()
@@ -445,7 +450,9 @@ impl<'a> Model<'a> {
             .filter_map(|r| a.decode_counterpart_id(r))
             .collect();
         for (row, n) in a.nodes.iter().enumerate() {
+            // MTP's time is not modelled, so its weights are not read either.
             if n.phase == Phase::Prefill
+                && a.is_main_row(row)
                 && !weights_of[row].is_empty()
                 && !variant_twins.contains(&n.id)
             {

@@ -197,7 +197,8 @@ fn request_at(base: &Request, point: &[(Key, i128)]) -> Result<Request, LayoutEr
 const COLUMNS: &[&str] = &[
     "gpus",
     "layout",
-    "context",
+    // Not `context`: a swept `context` axis is the first column already.
+    "decode_context",
     "extrapolated",
     "weights_bytes_per_gpu",
     "kv_bytes_per_request",

@@ -30,6 +30,17 @@ impl Phase {
     }
 }
 
+/// Where prefill computes logits: at the last prompt position only (what serving engines do:
+/// the next token needs one row of logits), or at every prompt position (the engine's
+/// `prefill_flops` convention, a training-style forward).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Logits {
+    #[default]
+    Last,
+    All,
+}
+
 /// One step of a phase: `requests` per attention replica, each with `seq` new tokens (the
 /// prompt for prefill, 1 for decode), attending `ctx` positions at decode.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -38,6 +49,7 @@ pub struct Step {
     pub requests: i128,
     pub seq: i128,
     pub ctx: i128,
+    pub logits: Logits,
 }
 
 impl Step {
@@ -47,6 +59,7 @@ impl Step {
             requests,
             seq,
             ctx: seq,
+            logits: Logits::Last,
         }
     }
     pub fn decode(requests: i128, ctx: i128) -> Step {
@@ -55,6 +68,7 @@ impl Step {
             requests,
             seq: 1,
             ctx,
+            logits: Logits::Last,
         }
     }
 }
@@ -77,6 +91,21 @@ impl<'m, 'a> Plan<'m, 'a> {
         self.requests_total(step) * step.seq as f64
     }
 
+    /// Tokens a row processes in the step on its stage: a logits row at prefill with
+    /// [`Logits::Last`] sees one position per request.
+    pub fn row_tokens(&self, r: usize, step: &Step) -> f64 {
+        if self.last_position_only(r, step) {
+            self.requests_total(step)
+        } else {
+            self.stage_tokens(step)
+        }
+    }
+
+    /// Whether a row runs at the last prompt position only in this step.
+    pub fn last_position_only(&self, r: usize, step: &Step) -> bool {
+        step.phase == Phase::Prefill && step.logits == Logits::Last && self.model.rows[r].logits
+    }
+
     pub fn row_stage_share(&self, r: usize, s: usize) -> Share {
         self.model.rows[r].place.stage_share(s, &self.bounds)
     }
@@ -85,7 +114,7 @@ impl<'m, 'a> Plan<'m, 'a> {
     /// tokens, × top_k for experts), before TP.
     pub fn gpu_copies(&self, r: usize, s: usize, step: &Step) -> f64 {
         let n = &self.model.a.nodes[r];
-        n.active.v as f64 * self.row_stage_share(r, s).f() * self.stage_tokens(step)
+        n.active.v as f64 * self.row_stage_share(r, s).f() * self.row_tokens(r, step)
             / self.token_split(r) as f64
     }
 
@@ -93,8 +122,13 @@ impl<'m, 'a> Plan<'m, 'a> {
     pub fn flops(&self, r: usize, s: usize, step: &Step) -> f64 {
         let a = self.model.a;
         let n = &a.nodes[r];
+        let seq = if self.last_position_only(r, step) {
+            1
+        } else {
+            step.seq
+        };
         let per_seq = match step.phase {
-            Phase::Prefill => a.node_prefill_flops(n, &Q::lit(step.seq)).v,
+            Phase::Prefill => a.node_prefill_flops(n, &Q::lit(seq)).v,
             Phase::Decode => a.node_decode_flops(n, &Q::lit(step.ctx)).v,
         } as f64;
         per_seq * self.requests_total(step) * self.row_stage_share(r, s).f()

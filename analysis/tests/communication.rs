@@ -135,8 +135,27 @@ fn pipeline_stages_send_the_carried_stream_over_the_link_between_them() {
 
 #[test]
 fn a_missing_figure_is_insufficient_evidence_naming_it_and_leaves_the_rest() {
-    // MXFP4 experts multiply at FP4, which the H100's datasheet has no rate for.
+    // MXFP4 experts on an H100, whose datasheet has no FP4 rate: they run at the next wider
+    // precision it has (FP8), and the report says so.
     let r = report("openai/gpt-oss-20b", "H100 SXM", "attn=tp1", 1, 8, |_| {});
+    assert_eq!(r.status, "ok");
+    assert_eq!(
+        r.assumptions
+            .precision_fallbacks
+            .get("fp4")
+            .map(String::as_str),
+        Some("fp8")
+    );
+    let c = r.decode.cost.as_ref().unwrap();
+    assert!(
+        c.rows
+            .iter()
+            .all(|row| row.precision.as_deref() != Some("fp4"))
+    );
+    // One precision for every op that the table lacks is still missing evidence.
+    let r = report("openai/gpt-oss-20b", "H100 SXM", "attn=tp1", 1, 8, |q| {
+        q.compute = ComputePrecision::Fixed("fp4".into())
+    });
     assert_eq!(r.status, INSUFFICIENT_EVIDENCE);
     assert_eq!(r.decode.status, INSUFFICIENT_EVIDENCE);
     assert_eq!(
@@ -248,7 +267,7 @@ fn sweeps_scale_the_layout_and_mark_extrapolations() {
         0
     );
     let csv = sweep::csv(&spec, &rows);
-    assert!(csv.starts_with("ep,gpus,layout,context,extrapolated,"));
+    assert!(csv.starts_with("ep,gpus,layout,decode_context,extrapolated,"));
     assert_eq!(csv.lines().count(), 6);
     let spec = SweepSpec::parse("context=131072,262144").unwrap();
     let rows = sweep::run(&model, &req, &spec);

@@ -38,6 +38,13 @@ enum Command {
     Explain(cmd::explain::Args),
     /// What a model costs to serve: memory, communication, bound and estimate per phase.
     Analyze(cmd::analyze::Args),
+    /// Search layouts for a model on a GPU type: the smallest that fits, the best per GPU and
+    /// per dollar.
+    Plan(cmd::plan::Args),
+    /// Models side by side: every show figure, and with --gpu every analyze figure.
+    Compare(cmd::compare::Args),
+    /// List the library's model specs, the architectures each serves and the bundled snapshots.
+    Models(cmd::models::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
     Fetch(cmd::fetch::Args),
     /// Build a bundled offline snapshot from a truth directory.
@@ -99,6 +106,9 @@ fn main() -> ExitCode {
         Command::Validate(a) => cmd::validate::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Models(a) => cmd::models::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),
         Command::Enqueue(a) => cmd::enqueue::run(a),

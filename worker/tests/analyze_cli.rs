@@ -114,11 +114,14 @@ fn explain_shows_the_terms_of_a_deployment_figure() {
 
 #[test]
 fn a_missing_hardware_figure_exits_three_and_names_it() {
+    // One precision for every op, one the H100's datasheet has no rate for.
     let (code, out, _) = run(&[
         "analyze",
         "openai/gpt-oss-20b",
         "--gpu",
         "H100 SXM",
+        "--compute-precision",
+        "fp4",
         "--json",
     ]);
     assert_eq!(code, 3);

@@ -34,6 +34,23 @@ pub const EXAMPLES: &[(&str, &str)] = &[
   harch-worker analyze openai/gpt-oss-20b --gpu 'H100 SXM' --json",
     ),
     (
+        "plan",
+        "  harch-worker plan deepseek-ai/DeepSeek-V3 --gpu h100             # the smallest layout that fits
+  harch-worker plan Qwen/Qwen3-8B --gpu h100 --max-gpus 1 --context 32K
+  harch-worker plan deepseek-ai/DeepSeek-V3 --gpu B200 --price 6.5 --max-tpot 50ms --json",
+    ),
+    (
+        "compare",
+        "  harch-worker compare Llama-3.1-8B Qwen3-8B                 # every show figure side by side
+  harch-worker compare Llama-3.1-8B Qwen3-8B --gpu h100      # and every analyze figure
+  harch-worker compare Qwen/Qwen3-8B Qwen/Qwen3-30B-A3B --bytes --json",
+    ),
+    (
+        "models",
+        "  harch-worker models                          # specs, architectures, bundled snapshots
+  harch-worker models --json",
+    ),
+    (
         "fetch",
         "  harch-worker fetch Qwen/Qwen3-8B                   # into .harch/truth/Qwen__Qwen3-8B
   harch-worker fetch Qwen/Qwen3-8B --out truth/qwen3 --revision main

@@ -26,24 +26,29 @@ pub struct DeploymentArgs {
     #[arg(long)]
     pub gpus: Option<u32>,
     /// Layout: `attn=dp8,moe=ep8[,ffn=tp8][,vocab=tp8][,pp=2][,dispatch=allgather]
-    /// [,mesh=tp-outer]`, or a YAML file with the same fields.
-    #[arg(long, default_value = "attn=tp1")]
-    pub layout: String,
-    /// Prompt tokens per request.
-    #[arg(long, default_value_t = 1024)]
+    /// [,mesh=tp-outer]`, or a YAML file with the same fields [default: attn=tp1 on one GPU;
+    /// more GPUs need a layout].
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Prompt tokens per request (`32K` is 32,768, `32k` 32,000, `1M` 1,048,576).
+    #[arg(long, default_value = "1024", value_parser = super::friendly::count)]
     pub input: u64,
     /// Generated tokens per request.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value = "1024", value_parser = super::friendly::count)]
     pub output: u64,
     /// Context per request, when not input + output (sizes the KV cache and the decode step).
-    #[arg(long)]
+    #[arg(long, value_parser = super::friendly::count)]
     pub context: Option<u64>,
     /// Decode requests per attention replica (default: as many as the KV budget holds).
-    #[arg(long)]
+    #[arg(long, value_parser = super::friendly::count)]
     pub batch: Option<u64>,
     /// Prefill requests per attention replica (TTFT).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "1", value_parser = super::friendly::count)]
     pub prefill_batch: u64,
+    /// Where prefill computes logits: `last` (the last prompt position, as servers do) or
+    /// `all` (every prompt position, the engine's `prefill_flops` convention).
+    #[arg(long, default_value = "last", value_parser = ["last", "all"])]
+    pub logits: String,
     /// Fraction of HBM usable for weights and caches.
     #[arg(long, default_value_t = 0.9)]
     pub usable: f64,
@@ -57,30 +62,44 @@ pub struct DeploymentArgs {
 }
 
 impl DeploymentArgs {
-    fn request(&self, table: &HardwareTable) -> anyhow::Result<Request> {
-        let Some(name) = &self.gpu else {
-            bail!("give --gpu (one of: {})", table.names().join(", "));
+    pub fn request(&self, table: &HardwareTable) -> anyhow::Result<Request> {
+        let gpu = self.gpu(table)?;
+        let text = match (&self.layout, self.gpus) {
+            (Some(l), _) => l.clone(),
+            (None, None | Some(1)) => "attn=tp1".to_string(),
+            (None, Some(n)) => bail!("{}", super::verdict::layout_needed(n)),
         };
-        let Some(gpu) = table.find(name) else {
-            bail!(
-                "no GPU `{name}` in specs/hardware (known: {})",
-                table.names().join(", ")
-            );
-        };
-        let looks_like_file = self.layout.ends_with(".yaml") || self.layout.ends_with(".yml");
-        if looks_like_file && !Path::new(&self.layout).is_file() {
-            bail!("layout file {} does not exist", self.layout);
+        let looks_like_file = text.ends_with(".yaml") || text.ends_with(".yml");
+        if looks_like_file && !Path::new(&text).is_file() {
+            bail!("layout file {text} does not exist");
         }
-        let spec = if Path::new(&self.layout).is_file() {
-            let text = std::fs::read_to_string(&self.layout)
-                .with_context(|| format!("reading layout {}", self.layout))?;
-            LayoutSpec::from_yaml(&text)
+        let spec = if Path::new(&text).is_file() {
+            let body =
+                std::fs::read_to_string(&text).with_context(|| format!("reading layout {text}"))?;
+            LayoutSpec::from_yaml(&body)
         } else {
-            LayoutSpec::parse(&self.layout)
+            LayoutSpec::parse(&text)
         };
         let layout = spec
             .and_then(|s| s.resolve(self.gpus))
             .map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
+        self.workload(gpu, layout)
+    }
+
+    /// The GPU asked for (`--gpu`, by name, alias, or with a did-you-mean).
+    pub fn gpu<'t>(&self, table: &'t HardwareTable) -> anyhow::Result<&'t harch_analysis::Gpu> {
+        let Some(name) = &self.gpu else {
+            bail!("give --gpu (one of: {})", table.names().join(", "));
+        };
+        super::friendly::gpu(table, name)
+    }
+
+    /// The request for one layout: the GPU, the workload and the assumptions asked for.
+    pub fn workload(
+        &self,
+        gpu: &harch_analysis::Gpu,
+        layout: harch_analysis::Layout,
+    ) -> anyhow::Result<Request> {
         let compute = match self.compute_precision.as_str() {
             "weights" => ComputePrecision::Weights,
             p if harch_analysis::hardware::PRECISIONS.contains(&p) => {
@@ -101,6 +120,10 @@ impl DeploymentArgs {
         req.activations = Activations {
             bytes: 2,
             precision: "bf16",
+        };
+        req.logits = match self.logits.as_str() {
+            "all" => harch_analysis::Logits::All,
+            _ => harch_analysis::Logits::Last,
         };
         req.check()
             .map_err(|e| anyhow::anyhow!("{}", e.message.trim_start_matches("layout: ")))?;
@@ -161,12 +184,18 @@ pub struct Args {
     /// Count image inputs at this resolution (HEIGHTxWIDTH pixels); default each input's own.
     #[arg(long, value_name = "HxW")]
     pub image: Option<harch_engine::ImageSize>,
+    /// Answer (exit 0) even when the spec does not validate against its truth; the figures
+    /// stay labelled NOT VERIFIED.
+    #[arg(long)]
+    pub unverified: bool,
+    #[command(flatten)]
+    pub what_if: super::whatif::WhatIfArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let table = hardware_table()?;
     let mut req = args.deployment.request(&table)?;
-    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let s = super::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // Formulas on: which dims each axis carries is read from them.
     let (ir, a) = subject::evaluated_at(&s, EvalOptions { symbolic: true }, args.image)
         .map_err(crate::cli::failed)?;
@@ -191,10 +220,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             harch_worker::text::group_digits(encode_flops.v)
         );
     }
-    let model = Model::new(&ir, &a, &s.truth.config)?;
+    let (edited, edits) = args.what_if.apply(&ir, &a)?;
+    let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
     if let Some(spec) = &args.sweep {
+        super::whatif::print(&edits);
         return run_sweep(&model, &req, spec, &args);
     }
+    let verification = super::verdict::verify(&s);
     let (_, report) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
     let gap = harch_worker::declared_gap::for_figures(&s.target.repo, &s.target.model, &s.truth);
     let unverified = gap
@@ -203,6 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .and_then(Option::as_ref)
         .map(unverified_sections)
         .unwrap_or_default();
+    let code = super::verdict::exit_code(&report, &verification, args.unverified);
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if args.images > 0 {
@@ -225,6 +258,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        super::verdict::annotate(&mut v, &verification);
+        super::whatif::annotate(&mut v, &edits);
         crate::cli::out::print_json(&v)?;
     } else {
         match &gap {
@@ -235,13 +270,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         for (section, label) in &unverified {
             outln!("{section}: {label}");
         }
+        super::whatif::print(&edits);
+        super::verdict::print(&report, &verification, &args.spec);
         print_report(&report, &args.spec, args.ops);
     }
-    Ok(if report.status == INSUFFICIENT_EVIDENCE {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(code)
 }
 
 /// The sections of the deployment report whose figures derive from quantities a declared gap
@@ -283,6 +316,7 @@ pub fn explain(
     a: &harch_engine::Analysis,
     config: &serde_json::Value,
     name: &str,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let table = hardware_table()?;
     let req = dep.request(&table)?;
@@ -290,12 +324,47 @@ pub fn explain(
     let (plan, report) =
         analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}{}", hint(&e.hint)))?;
     let Some(e) = harch_analysis::explain::explain(&plan, &req, &report, name) else {
-        outln!(
-            "{name}: {INSUFFICIENT_EVIDENCE}: missing {}",
-            report.missing.join(", ")
-        );
-        return Ok(ExitCode::from(3));
+        let unfit = report.status == harch_analysis::report::DOES_NOT_FIT;
+        if json {
+            crate::cli::out::print_json(&serde_json::json!({
+                "quantity": name,
+                "status": report.status,
+                "missing": report.missing,
+                "overflows": report.overflows,
+            }))?;
+        } else if unfit {
+            outln!("{name}: DOES NOT FIT, so no step runs:");
+            for o in &report.overflows {
+                outln!("  {}", super::verdict::describe(o, &report));
+            }
+        } else {
+            outln!(
+                "{name}: {INSUFFICIENT_EVIDENCE}: missing {}",
+                report.missing.join(", ")
+            );
+        }
+        return Ok(ExitCode::from(if unfit { 1 } else { 3 }));
     };
+    if json {
+        let terms: Vec<serde_json::Value> = e
+            .terms
+            .iter()
+            .map(|(k, v)| serde_json::json!({ "term": k, "value": v }))
+            .collect();
+        crate::cli::out::print_json(&serde_json::json!({
+            "quantity": e.name,
+            "label": e.label,
+            "formula": e.formula,
+            "value": e.value,
+            "terms": terms,
+            "more_terms": e.more.as_ref().map(|(n, v)| serde_json::json!({ "count": n, "value": v })),
+            "model": report.model,
+            "gpu": report.gpu,
+            "gpus": report.gpus,
+            "layout": report.layout,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     outln!("{} = {}   [{}]", e.name, e.formula, e.label);
     outln!("  = {}", e.value);
     if !e.terms.is_empty() {
@@ -367,7 +436,11 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
                         f(rep.ttft_estimate_s),
                         rep.tokens_per_s_per_gpu_estimate
                             .map(|t| digits(t.round() as i128))
-                            .unwrap_or_else(|| rep.missing.join("; ")),
+                            .unwrap_or_else(|| if rep.missing.is_empty() {
+                                "does not fit".to_string()
+                            } else {
+                                rep.missing.join("; ")
+                            }),
                     );
                 }
                 Err(e) => outln!("{p:<20} error: {e}"),
@@ -488,10 +561,17 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                 seconds(c.bound_s),
                 seconds(c.estimate_s),
                 c.bound_by.name(),
-                c.estimate_split.memory_s * 100.0,
-                c.estimate_split.communication_s * 100.0,
-                c.estimate_split.compute_s * 100.0
+                c.estimate_split.memory_fraction * 100.0,
+                c.estimate_split.communication_fraction * 100.0,
+                c.estimate_split.compute_fraction * 100.0
             ),
+            None if res.status == harch_analysis::report::DOES_NOT_FIT => {
+                outln!(
+                    "{name:<18} {:>12} {:>12}  (does not fit: no step runs)",
+                    "—",
+                    "—"
+                )
+            }
             None => outln!(
                 "{name:<18} {INSUFFICIENT_EVIDENCE}: missing {}",
                 res.missing.join(", ")

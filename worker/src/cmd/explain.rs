@@ -27,6 +27,10 @@ pub struct Args {
     /// layout and workload, as `analyze` takes them.
     #[command(flatten)]
     pub deployment: crate::cmd::analyze::DeploymentArgs,
+    /// Every term of a long sum (a cache total lists its entries folded by layer group
+    /// otherwise) and the whole expression.
+    #[arg(long)]
+    pub full: bool,
     /// Print `quantity`, `formula`, `value`, `bound` (where a dim is bound) and `where` (the
     /// dims the formula uses) as JSON; errors are JSON too.
     #[arg(long)]
@@ -34,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // The same walk, with symbols bound: the formula and the value come out together.
     let (ir, a) =
         subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
@@ -45,7 +49,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &a,
             &s.truth.config,
             &args.quantity,
+            args.json,
         );
+    }
+    if let Some(code) =
+        crate::cmd::explain_terms::explain(&a, &args.quantity, args.full, args.json)?
+    {
+        return Ok(code);
     }
     if let Some((kind @ ("params" | "flops"), path)) = args.quantity.split_once(':')
         && a.quantity(&args.quantity, args.ctx as i128).is_none()

@@ -2,12 +2,18 @@ pub mod ablate;
 pub mod analyze;
 pub mod bench_queue;
 pub mod cancel;
+pub mod compare;
+pub mod dims;
 pub mod enqueue;
 pub mod evidence;
 pub mod explain;
+pub mod explain_terms;
 pub mod fetch;
+pub mod friendly;
 pub mod logs;
+pub mod models;
 pub mod ops;
+pub mod plan;
 pub mod promote;
 pub mod prompt;
 pub mod retry;
@@ -18,6 +24,8 @@ pub mod snapshot;
 pub mod status;
 pub mod validate;
 pub mod validate_changed;
+pub mod verdict;
+pub mod whatif;
 
 /// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]

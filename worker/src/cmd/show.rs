@@ -21,7 +21,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let s = subject::resolve(&args.spec, args.truth.as_deref())?;
+    let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     let (ir, a) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
         .map_err(crate::cli::failed)?;
     let sum = a.summary();
@@ -34,6 +34,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Err(why) = &gap {
             v["gap_report_error"] = serde_json::json!(why);
         }
+        v["dims"] = serde_json::to_value(crate::cmd::dims::dims(&ir, &a))?;
+        v["architecture"] = crate::cmd::dims::config_facts(&s.truth.config)
+            .into_iter()
+            .map(|(k, x)| (k.to_string(), x))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         crate::cli::out::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -51,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|l| format!("  {l}"))
             .unwrap_or_default()
     };
+    crate::cmd::dims::print(&ir, &a, &s.truth.config);
     outln!(
         "{:<14} {:<14} {:<10} {:>18} {:>14} {:>16}",
         "stack",
@@ -99,18 +106,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             sum.state_bytes_per_sequence,
         ),
         (
-            "decode FLOPs / token @ctx",
+            "decode FLOPs / token",
             "decode_flops_per_token",
             sum.decode_flops_per_token,
         ),
     ];
     for (k, q, v) in rows {
-        outln!("{k:<28} {:>24}{}", group_digits(v), label(q));
+        let at = if q == "decode_flops_per_token" {
+            format!("   (one token attending {} positions)", sum.context)
+        } else {
+            String::new()
+        };
+        outln!("{k:<28} {:>24}{at}{}", group_digits(v), label(q));
     }
     outln!(
-        "{:<28} {:>24}{}",
-        format!("prefill FLOPs @{}", sum.context),
+        "{:<28} {:>24}   (one sequence of {} tokens, logits at every position){}",
+        "prefill FLOPs",
         group_digits(sum.prefill_flops),
+        sum.context,
         label("prefill_flops")
     );
     for (d, b) in &sum.weight_bytes_by_dtype {

@@ -1,0 +1,136 @@
+//! Every field docs/cli.md names for the answering commands' `--json` documents is in the
+//! document the command prints (and the document is one JSON value), so the reference and the
+//! output cannot drift apart.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
+        .current_dir(root())
+        .env("HARCH_INVENTORY_CACHE", "off")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+}
+
+/// Every key anywhere in a document.
+fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.push(k.clone());
+                keys(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// The backticked snake_case names after `--json` in a command's section of docs/cli.md.
+fn documented(command: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    let head = format!("### `{command}`\n");
+    let section = doc
+        .split_once(&head)
+        .map(|(_, rest)| rest.split("\n### ").next().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no section for {command}"));
+    let after = section.split("`--json`").nth(1).unwrap_or_default();
+    after
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| {
+            !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_documented_fields_are_in_each_document() {
+    let cases: &[(&str, &[&str])] = &[
+        ("show", &["show", "Qwen/Qwen3-8B", "--json"]),
+        ("models", &["models", "--json"]),
+        (
+            "plan",
+            &[
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--gpu",
+                "h100",
+                "--max-gpus",
+                "2",
+                "--price",
+                "2",
+                "--all",
+                "--json",
+            ],
+        ),
+        (
+            "compare",
+            &[
+                "compare",
+                "Llama-3.1-8B",
+                "Qwen3-8B",
+                "--gpu",
+                "h100",
+                "--kv-dtype",
+                "fp8",
+                "--json",
+            ],
+        ),
+        (
+            "analyze",
+            &[
+                "analyze",
+                "Qwen/Qwen3-Next-80B-A3B",
+                "--gpu",
+                "H200",
+                "--json",
+            ],
+        ),
+    ];
+    // Words the prose uses as values, not field names.
+    let values = [
+        "ok",
+        "failed",
+        "usage",
+        "retry",
+        "last",
+        "all",
+        "weights",
+        "bytes",
+        "requests",
+        "exact",
+        "unverified",
+        "does_not_fit",
+    ];
+    for (command, args) in cases {
+        let doc = run(args);
+        let mut have = Vec::new();
+        keys(&doc, &mut have);
+        let names = documented(command);
+        assert!(
+            names.len() >= 4,
+            "{command}: docs/cli.md names too few fields: {names:?}"
+        );
+        let missing: Vec<String> = names
+            .into_iter()
+            .filter(|f| !values.contains(&f.as_str()) && !have.contains(f))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{command}: documented but not in its JSON: {missing:?}\n{doc}"
+        );
+    }
+}
