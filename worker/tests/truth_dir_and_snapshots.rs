@@ -12,7 +12,7 @@ const MINILM_FILE_LEN: u64 = 90_868_376;
 
 /// Tensor count and payload bytes of each library checkpoint, from its real safetensors headers
 /// (payload bytes = the index's metadata.total_size).
-const LIBRARY: [(&str, usize, u64); 8] = [
+const LIBRARY: [(&str, usize, u64); 9] = [
     ("meta-llama/Llama-3.1-8B", 291, 16_060_522_496),
     ("deepseek-ai/DeepSeek-V3.2", 92_425, 689_471_107_200),
     ("Qwen/Qwen3-8B", 399, 16_381_470_720),
