@@ -40,6 +40,10 @@ pub struct Request {
     pub prefill_batch: i128,
     /// Where prefill computes logits (the last position, as servers do, unless `All`).
     pub logits: Logits,
+    /// Cost the phases even where the deployment does not fit (a what-if: one request's
+    /// compute and cache reads with memory unchecked, as a single-GPU comparison is stated);
+    /// the verdict still says what overflows.
+    pub ignore_memory: bool,
 }
 
 impl Request {
@@ -60,6 +64,7 @@ impl Request {
             decode_batch: None,
             prefill_batch: 1,
             logits: Logits::Last,
+            ignore_memory: false,
         }
     }
     pub fn context(&self) -> i128 {
@@ -99,6 +104,8 @@ impl Request {
 pub struct Assumptions {
     pub usable_fraction: f64,
     pub mtp_loaded: bool,
+    /// Phases costed with memory unchecked (`Request::ignore_memory`).
+    pub memory_ignored: bool,
     pub activation_precision: &'static str,
     pub activation_bytes: i128,
     pub compute_precision: ComputePrecision,
@@ -271,8 +278,9 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
             Fit::DoesNotFit
         }
     });
+    let unfit = verdict == Some(Fit::DoesNotFit) && !req.ignore_memory;
     let phase = |step: &Step| {
-        if verdict == Some(Fit::DoesNotFit) {
+        if unfit {
             PhaseResult {
                 status: DOES_NOT_FIT,
                 missing: vec![],
@@ -332,7 +340,7 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         degrees: plan.layout.clone(),
         verdict,
         overflows: over.unwrap_or_default(),
-        status: if verdict == Some(Fit::DoesNotFit) {
+        status: if unfit {
             DOES_NOT_FIT
         } else if missing.is_empty() {
             "ok"
@@ -343,6 +351,7 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         assumptions: Assumptions {
             usable_fraction: req.usable_fraction,
             mtp_loaded: req.mtp,
+            memory_ignored: req.ignore_memory,
             activation_precision: req.activations.precision,
             activation_bytes: req.activations.bytes,
             compute_precision: req.compute.clone(),

@@ -55,6 +55,11 @@ pub struct DeploymentArgs {
     /// Load the multi-token-prediction layers (their weights and caches count).
     #[arg(long)]
     pub mtp: bool,
+    /// Cost prefill and decode even where the deployment does not fit: a what-if that leaves
+    /// memory unchecked (one request's compute and cache reads on one GPU, as comparisons are
+    /// often stated). The verdict still says what overflows; every figure is labelled what-if.
+    #[arg(long)]
+    pub ignore_memory: bool,
     /// Precision matmuls run at: `weights` (their stored precision) or one of fp4, fp8, bf16,
     /// fp16, tf32, fp32 for every op.
     #[arg(long, default_value = "weights")]
@@ -116,6 +121,7 @@ impl DeploymentArgs {
         req.prefill_batch = self.prefill_batch as i128;
         req.usable_fraction = self.usable;
         req.mtp = self.mtp;
+        req.ignore_memory = self.ignore_memory;
         req.compute = compute;
         req.activations = Activations {
             bytes: 2,
@@ -220,7 +226,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             harch_worker::text::group_digits(encode_flops.v)
         );
     }
-    let (edited, edits) = args.what_if.apply(&ir, &a)?;
+    let (edited, mut edits) = args.what_if.apply(&ir, &a)?;
+    if args.deployment.ignore_memory {
+        edits.push(harch_analysis::whatif::Edit {
+            what: "ignore_memory".into(),
+            rows: 0,
+            note: "phases costed as if the deployment fit: memory unchecked",
+        });
+    }
     let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
     if let Some(spec) = &args.sweep {
         super::whatif::print(&edits);
@@ -460,7 +473,7 @@ fn run_sweep(model: &Model, req: &Request, text: &str, args: &Args) -> anyhow::R
 }
 
 fn digits(v: i128) -> String {
-    crate::cmd::show::group_digits(v)
+    harch_worker::text::group_digits(v)
 }
 
 fn gib(b: i128) -> String {

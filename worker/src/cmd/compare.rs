@@ -68,7 +68,7 @@ fn human(u: Unit, v: &serde_json::Value, exact: bool) -> String {
             }
         }
         (_, v) => match v.as_f64() {
-            Some(x) if x.fract() == 0.0 => super::show::group_digits(x as i128),
+            Some(x) if x.fract() == 0.0 => harch_worker::text::group_digits(x as i128),
             Some(x) => format!("{x:.1}"),
             None => v.to_string(),
         },

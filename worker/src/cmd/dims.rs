@@ -73,7 +73,7 @@ pub fn print(ir: &ModelIr, a: &Analysis, config: &serde_json::Value) {
         outln!(
             "  {:<24} {:>12}   {}",
             d.symbol,
-            crate::cmd::show::group_digits(d.value),
+            harch_worker::text::group_digits(d.value),
             d.summary
         );
     }

@@ -113,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} = {formula}", args.quantity);
-    outln!("  = {}", crate::cmd::show::group_digits(q.v));
+    outln!("  = {}", harch_worker::text::group_digits(q.v));
     if let Some(l) = &unverified {
         outln!("  {l}");
     }

@@ -121,7 +121,7 @@ pub fn explain(
         }))?;
         return Ok(Some(ExitCode::SUCCESS));
     }
-    let digits = crate::cmd::show::group_digits;
+    let digits = harch_worker::text::group_digits;
     outln!("{quantity} = Σ cache entries, by layer group");
     outln!("  = {}", digits(whole.v));
     if terms.is_empty() {

@@ -225,7 +225,7 @@ fn print_candidate(what: &str, c: &Candidate) {
             .unwrap_or_else(|| "—".into())
     };
     let n = |v: Option<f64>| {
-        v.map(|v| super::show::group_digits(v.round() as i128))
+        v.map(|v| harch_worker::text::group_digits(v.round() as i128))
             .unwrap_or_else(|| "—".into())
     };
     if !what.is_empty() {
@@ -252,7 +252,7 @@ fn print_candidate(what: &str, c: &Candidate) {
             .map(super::verdict::human_bytes)
             .unwrap_or_default(),
         c.max_decode_requests
-            .map(super::show::group_digits)
+            .map(harch_worker::text::group_digits)
             .unwrap_or_default(),
         c.decode_batch
     );

@@ -161,4 +161,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub use harch_worker::text::group_digits;
+use harch_worker::text::group_digits;

@@ -62,7 +62,7 @@ pub fn human_bytes(b: i128) -> String {
 pub fn describe(o: &Overflow, r: &Report) -> String {
     let amount = |v: i128| match o.unit {
         "bytes" => human_bytes(v),
-        _ => crate::cmd::show::group_digits(v),
+        _ => harch_worker::text::group_digits(v),
     };
     match o.what {
         "weights" => format!(
@@ -136,10 +136,16 @@ pub fn print(r: &Report, v: &Verification, subject: &str) {
             for o in &r.overflows {
                 outln!("  {}", describe(o, r));
             }
-            outln!(
-                "  no step time or throughput for a deployment that does not fit; more GPUs or another layout: `harch-worker plan {subject} --gpu {}`",
-                r.hardware.id
-            );
+            if r.assumptions.memory_ignored {
+                outln!(
+                    "  --ignore-memory: the phases below are costed as if it fit (a what-if, not a deployment)"
+                );
+            } else {
+                outln!(
+                    "  no step time or throughput for a deployment that does not fit; more GPUs or another layout: `harch-worker plan {subject} --gpu {}`",
+                    r.hardware.id
+                );
+            }
         }
         None => outln!(
             "{INSUFFICIENT_EVIDENCE}: whether it fits needs {}",
