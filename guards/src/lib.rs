@@ -9,6 +9,7 @@
 //! ```
 
 pub mod axiom;
+pub mod pysrc;
 pub mod report;
 pub mod schedule;
 pub mod semantic;
