@@ -17,6 +17,7 @@ use harch_engine::expr::{BinOp, Expr, PathSeg};
 use harch_engine::ir::{ModelIr, NodeKind};
 use harch_engine::load::ConfigKeys;
 
+use super::count_anchor::{Count, CountSource};
 use crate::report::Diagnostic;
 use crate::source::{AnchorSource, anchor_snippets};
 use crate::truth::Truth;
@@ -65,12 +66,18 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
             .iter()
             .any(|n| matches!(n.kind, NodeKind::Stack(_)) && n.src.is_some());
     let anchors = if any_anchor {
-        Anchors(AnchorSource::new(&crate::source::forward_sources(
-            ir,
-            &truth.sources,
-        )))
+        let files = crate::source::forward_sources(ir, &truth.sources);
+        Anchors {
+            text: AnchorSource::new(&files),
+            statements: Some(CountSource::read(&files)),
+            config,
+        }
     } else {
-        Anchors(AnchorSource::default())
+        Anchors {
+            text: AnchorSource::default(),
+            statements: None,
+            config,
+        }
     };
     out.extend(dims(ir, a, config, keys, &anchors));
     out.extend(experts(ir, a, config, keys, &anchors));
@@ -79,18 +86,23 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
 }
 
 /// The forward source an exception's `src:` anchor is checked against.
-struct Anchors<'t>(AnchorSource<'t>);
+struct Anchors<'t> {
+    text: AnchorSource<'t>,
+    statements: Option<CountSource<'t>>,
+    config: &'t serde_json::Value,
+}
 
 impl Anchors<'_> {
     /// Why `src` does not hold as the anchor of an exception about `keys`: a snippet that is
-    /// not in the forward source, or (with keys) no snippet naming any of them. `None` when it holds
-    /// (or no source is staged: the source guard reports that).
-    fn fault(&self, src: &str, keys: &[&str]) -> Option<String> {
-        if self.0.is_empty() {
+    /// not in the forward source, (with keys) no snippet naming any of them, or (with a
+    /// declared count) no snippet that is a statement computing it from them. `None` when it
+    /// holds (or no source is staged: the source guard reports that).
+    fn fault(&self, src: &str, keys: &[&str], want: Option<(i128, Count)>) -> Option<String> {
+        if self.text.is_empty() {
             return None;
         }
         let snippets = anchor_snippets(src);
-        if let Some(why) = self.0.absent(&snippets) {
+        if let Some(why) = self.text.absent(&snippets) {
             return Some(why);
         }
         if !keys.is_empty() && !snippets.iter().any(|s| keys.iter().any(|k| s.contains(k))) {
@@ -101,6 +113,10 @@ impl Anchors<'_> {
                     .collect::<Vec<_>>()
                     .join(" or ")
             ));
+        }
+        if let (Some(st), Some((want, count)), false) = (&self.statements, want, keys.is_empty()) {
+            let look = |k: &str| self.config.get(k).cloned();
+            return st.fault(&snippets, keys, want, count, &look);
         }
         None
     }
@@ -230,6 +246,8 @@ fn dims(
     for d in &ir.dims {
         let mut hidden = Vec::new();
         fallbacks(&d.expr, &mut hidden);
+        // A chain that goes on to name the spelling config sets reads the configured value.
+        let chain = crate::schedule::chain_keys(&d.expr);
         for k in &hidden {
             if crate::schedule::present(config, k) {
                 continue;
@@ -237,7 +255,9 @@ fn dims(
             let Some((q, _)) = keys.quantities.iter().find(|(_, q)| q.keys.contains(k)) else {
                 continue;
             };
-            if let Some((other, v)) = keys.configured(q, config) {
+            if let Some((other, v)) = keys.configured(q, config)
+                && !chain.contains(&other)
+            {
                 out.push(diag(
                     code::HIDDEN_KEY,
                     format!("dim `{}` = `{}` falls back from `config.{k}`, which config lacks, while config sets the same quantity ({q}) as `{other}` = {v}", d.name, d.raw),
@@ -260,7 +280,8 @@ fn dims(
     let mut anchored = BTreeSet::new();
     for d in &ir.dims {
         let Some(src) = &d.src else { continue };
-        match anchors.fault(src, &named_for(&d.name)) {
+        let declared = a.dims.get(&d.name).map(|q| (q.v, Count::Value));
+        match anchors.fault(src, &named_for(&d.name), declared) {
             None => {
                 anchored.insert(d.name.as_str());
             }
@@ -322,7 +343,8 @@ fn experts_per_token(
         let d = ir.dims.iter().find(|d| &d.name == dim)?;
         let src = d.src.as_deref()?;
         let named: Vec<&str> = quantity.keys.iter().map(String::as_str).collect();
-        if anchors.fault(src, &named).is_some() {
+        let declared = a.dims.get(dim).map(|q| (q.v, Count::Value));
+        if anchors.fault(src, &named, declared).is_some() {
             return None;
         }
         Some((
@@ -496,8 +518,11 @@ fn stacks(
         let (NodeKind::Stack(_), Some(src)) = (&node.kind, node.src.as_deref()) else {
             continue;
         };
-        match anchors.fault(src, &named) {
-            None => excused |= main_stacks.contains(node.id.as_str()),
+        // A main stack's anchor is the statement that runs every layer the main stacks hold.
+        let is_main = main_stacks.contains(node.id.as_str());
+        let declared = is_main.then_some((main, Count::Iterations));
+        match anchors.fault(src, &named, declared) {
+            None => excused |= is_main,
             Some(why) => out.push(diag(
                 code::EXCEPTION_ANCHOR,
                 format!("the source anchor of stack `{}`: {why}", node.id),

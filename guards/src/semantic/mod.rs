@@ -7,6 +7,7 @@
 //! `kinds`); M050–M099 are decode-time dataflow, cache/state dtypes and liveness (`dataflow`).
 
 pub mod bindings;
+mod count_anchor;
 mod dataflow;
 mod kinds;
 mod skeleton;
