@@ -10,6 +10,7 @@ pub mod bindings;
 mod count_anchor;
 mod dataflow;
 mod kinds;
+mod router_source;
 mod skeleton;
 
 use harch_engine::Analysis;
@@ -23,6 +24,7 @@ use crate::truth::Truth;
 pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
+    out.extend(router_source::check(ir, a, truth));
     out.extend(dataflow::check(ir, a, truth));
     out
 }
