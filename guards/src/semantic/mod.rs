@@ -9,6 +9,7 @@
 pub mod bindings;
 mod count_anchor;
 mod dataflow;
+mod deployment;
 mod kinds;
 mod router_source;
 mod skeleton;
@@ -25,6 +26,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
     out.extend(router_source::check(ir, a, truth));
+    out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth));
     out
 }
