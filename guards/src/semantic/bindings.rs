@@ -81,7 +81,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
     };
     out.extend(dims(ir, a, config, keys, &anchors));
     out.extend(experts(ir, a, config, keys, &anchors));
-    out.extend(stacks(ir, a, config, keys, &anchors));
+    out.extend(stacks(ir, a, truth, keys, &anchors));
     out
 }
 
@@ -476,10 +476,11 @@ fn experts(
 fn stacks(
     ir: &ModelIr,
     a: &Analysis,
-    config: &serde_json::Value,
+    truth: &Truth,
     keys: &ConfigKeys,
     anchors: &Anchors,
 ) -> Vec<Diagnostic> {
+    let config = &truth.config;
     let mut out = Vec::new();
     let (mut main, mut mtp) = (0i128, 0i128);
     let mut main_stacks = BTreeSet::new();
@@ -548,6 +549,13 @@ fn stacks(
         && let Some(want) = count_of(v)
         && mtp > 0
         && mtp != want
+        // The checkpoint's MTP layers are the fact where it holds another number than config
+        // states (a config that says 1 beside three stored MTP layers).
+        && keys
+            .configured("layers", config)
+            .and_then(|(_, v)| count_of(v))
+            .and_then(|trunk| checkpoint_mtp_layers(truth, trunk))
+            .is_none_or(|stored| stored != mtp)
     {
         let loc = mtp_stacks
             .iter()
@@ -565,4 +573,82 @@ fn stacks(
         ));
     }
     out
+}
+
+/// How many MTP layers the checkpoint stores: distinct indices of `model.layers.{i}.` past the
+/// trunk's `trunk` layers, else of `mtp.{i}.` / `mtp.layers.{i}.` (any prefix); `None` when it
+/// stores none in either form.
+fn checkpoint_mtp_layers(truth: &Truth, trunk: i128) -> Option<i128> {
+    let index = |rest: &str| -> Option<i128> {
+        let end = rest.find('.')?;
+        rest[..end].parse::<i128>().ok()
+    };
+    let mut past = BTreeSet::new();
+    let mut named = BTreeSet::new();
+    for t in truth.inventory.iter() {
+        let n = t.name;
+        if let Some(rest) = n.strip_prefix("model.layers.")
+            && let Some(i) = index(rest)
+            && i >= trunk
+        {
+            past.insert(i);
+        } else if let Some(at) = n.find("mtp.") {
+            let rest = &n[at + 4..];
+            let rest = rest.strip_prefix("layers.").unwrap_or(rest);
+            if let Some(i) = index(rest) {
+                named.insert(i);
+            }
+        }
+    }
+    let n = if past.is_empty() {
+        named.len()
+    } else {
+        past.len()
+    };
+    (n > 0).then_some(n as i128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::truth::{Dtype, Inventory, TensorInfo};
+
+    fn truth(names: &[&str]) -> Truth {
+        let tensors = names.iter().map(|n| TensorInfo {
+            name: n.to_string(),
+            dtype: Dtype::BF16,
+            shape: Default::default(),
+            shard: None,
+        });
+        Truth {
+            inventory: Inventory::from_tensors(tensors, None),
+            ..Truth::default()
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_counts_its_mtp_layers() {
+        // Layers past a trunk of 2 (DeepSeek's form): three MTP layers.
+        let t = truth(&[
+            "model.layers.0.mlp.weight",
+            "model.layers.1.mlp.weight",
+            "model.layers.2.eh_proj.weight",
+            "model.layers.3.eh_proj.weight",
+            "model.layers.3.enorm.weight",
+            "model.layers.4.eh_proj.weight",
+        ]);
+        assert_eq!(checkpoint_mtp_layers(&t, 2), Some(3));
+        // A separate `mtp.` module (Qwen3-Next's form).
+        let t = truth(&[
+            "model.layers.0.x",
+            "mtp.layers.0.fc.weight",
+            "mtp.layers.1.fc.weight",
+            "mtp.fc.weight",
+        ]);
+        assert_eq!(checkpoint_mtp_layers(&t, 1), Some(2));
+        assert_eq!(
+            checkpoint_mtp_layers(&truth(&["model.layers.0.x"]), 1),
+            None
+        );
+    }
 }
