@@ -504,10 +504,26 @@ impl<'a> Walker<'a> {
             .iter()
             .flat_map(|n| n.inputs.iter().map(String::as_str))
             .collect();
+        // The module ends downstream of its layers (an MTP stack or component): an MTP node
+        // before them that nothing reads (a bypassed input norm) is dead, not an end.
+        let is_mtp = |n: &&NodeIr| n.role.as_deref() == Some("mtp");
+        let mut after_layers: BTreeSet<&str> = BTreeSet::new();
+        for n in &ir.graph {
+            let layers =
+                is_mtp(&n) && matches!(n.kind, NodeKind::Stack(_) | NodeKind::Component { .. });
+            if layers || n.inputs.iter().any(|i| after_layers.contains(i.as_str())) {
+                after_layers.insert(&n.id);
+            }
+        }
+        let any_layers = !after_layers.is_empty();
         let mtp_ends = ir
             .graph
             .iter()
-            .filter(|n| n.role.as_deref() == Some("mtp") && !read.contains(n.id.as_str()))
+            .filter(|n| {
+                is_mtp(n)
+                    && !read.contains(n.id.as_str())
+                    && (!any_layers || after_layers.contains(n.id.as_str()))
+            })
             .map(|n| &n.id);
         for id in ir.outputs.iter().chain(mtp_ends) {
             if let Some(f) = flows.get(id) {
