@@ -84,3 +84,43 @@ fn a_present_key_read_under_another_spelling_is_read() {
     );
     assert!(r.valid, "{:#?}", r.errors);
 }
+
+#[test]
+fn hash_routed_layers_need_no_selection_bias() {
+    // DeepSeek-V3 with its MoE layers routed by hash (DeepSeek-V4's `mlp_layer_types`): a
+    // router without `score_bias` there is no R007 (the weight guard still sees the stored
+    // bias the spec no longer reads).
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = harch_worker::specs::read_spec_files(&root).unwrap();
+    let f = files.get_mut("specs/models/deepseek_v3.yaml").unwrap();
+    let find = "router_score_bias: \"config.topk_method == 'noaux_tc'\"";
+    assert_eq!(f.matches(find).count(), 1);
+    *f = f.replacen(find, "router_score_bias: 0", 1);
+    let repo = Repo::from_files(files);
+    let run = |hashed: bool| {
+        let mut t = truth("deepseek-ai/DeepSeek-V3");
+        if hashed {
+            let types: Vec<&str> = (0..61)
+                .map(|i| if i < 3 { "dense" } else { "hash_moe" })
+                .collect();
+            t.config["mlp_layer_types"] = serde_json::json!(types);
+        }
+        let spec = subject::library_model(&repo, &t.config)
+            .unwrap()
+            .to_string();
+        harch_guards::validate(&repo, &spec, &t, &GuardSet::all()).0
+    };
+    // R007 on a trunk router (the MTP layer's router is not a layer `mlp_layer_types` lists).
+    let trunk_r007 = |r: &Report| {
+        r.errors
+            .iter()
+            .any(|e| e.code == "R007" && e.message.contains("`layers["))
+    };
+    assert!(trunk_r007(&run(false)));
+    let r = run(true);
+    assert!(
+        !trunk_r007(&r) && r.errors.iter().any(|e| e.code == "W001"),
+        "{:#?}",
+        r.errors
+    );
+}
