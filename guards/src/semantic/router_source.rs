@@ -56,15 +56,25 @@ fn scoring_of(c: &Call) -> Option<&'static str> {
     }
 }
 
+/// Statements read to find the routers: nested methods re-read their enclosing bodies, so
+/// hostile source is cut off here.
+const MAX_SCANNED: usize = 200_000;
+
 /// Statements of the classes that select experts, per class: (module, class statement).
 fn router_classes(src: &Sources) -> Vec<(usize, usize)> {
     let mut out = BTreeSet::new();
+    let mut scanned = 0usize;
     for (mi, m) in src.modules.iter().enumerate() {
         for (def, _, class) in m.defs() {
             if class.is_none() {
                 continue;
             }
-            let selects = m.body(def).any(|k| {
+            let body = m.body(def);
+            scanned += body.len();
+            if scanned > MAX_SCANNED {
+                return out.into_iter().collect();
+            }
+            let selects = body.into_iter().any(|k| {
                 calls(m, m.stmts[k].tokens.clone())
                     .iter()
                     .any(|c| c.method() == "topk")
@@ -263,6 +273,19 @@ mod tests {
 
     fn scoring(f: &RouterFacts) -> &str {
         f.scoring.as_ref().map(|(k, _)| k.as_str()).unwrap_or("?")
+    }
+
+    proptest::proptest! {
+        /// Hostile source: read without a panic.
+        #[test]
+        fn any_text_is_read(lines in proptest::collection::vec(
+            "[ ]{0,8}(class A:|def f\\(self\\):|if self.norm_topk_prob:|x = |torch.topk\\(|router_logits|\\.sigmoid\\(\\)|softmax\\(|\\.sum\\(dim=-1, keepdim=True\\)|/=|\\(|\\)|,){0,8}",
+            0..30,
+        )) {
+            let text = lines.join("\n");
+            let n = "modeling_x.py".to_string();
+            let _ = router_facts(&Sources::read(&[(&n, &text)]));
+        }
     }
 
     #[test]
