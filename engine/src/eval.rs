@@ -487,6 +487,34 @@ impl<'a> Walker<'a> {
         Some(Q::atom(name, v.v, self.symbolic))
     }
 
+    /// A node that reads a value a `when:` removed (a disabled node with no input to pass
+    /// through) is not evaluated, nor is anything downstream: one located error at the node
+    /// whose `when:` removed it, naming the first reader.
+    fn removed_read(&mut self, removed: &mut Removed, node: &NodeIr) {
+        let Some(origin) = node
+            .inputs
+            .iter()
+            .find_map(|i| removed.origin.get(i.as_str()).cloned())
+        else {
+            return;
+        };
+        removed.origin.insert(node.id.clone(), origin.clone());
+        if removed.reported.insert(origin.0.clone()) {
+            self.error(
+                code::WHEN_REMOVES,
+                format!(
+                    "`when:` switches `{}` off and it has no input to pass through, but `{}` reads it: `{}` and everything downstream of it are not evaluated",
+                    origin.0, node.id, node.id
+                ),
+                &origin.1,
+                Some(
+                    "a node others read must exist whenever they do: give the readers the same `when:`, or make the condition hold"
+                        .into(),
+                ),
+            );
+        }
+    }
+
     fn top_level(&mut self) {
         let env = Rc::new(self.out.dims.clone().into_iter().collect::<HashMap<_, _>>());
         let ir = self.ir;
@@ -517,10 +545,14 @@ impl<'a> Walker<'a> {
                 );
             }
         }
+        let mut removed = Removed::default();
         for node in &ir.graph {
             let inputs: Option<Vec<Flow>> =
                 node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
-            let Some(inputs) = inputs else { continue };
+            let Some(inputs) = inputs else {
+                self.removed_read(&mut removed, node);
+                continue;
+            };
             if let Some(w) = &node.when {
                 match expr::eval_bool(w, &self.env_of(&env)) {
                     Ok(true) => {}
@@ -528,6 +560,8 @@ impl<'a> Walker<'a> {
                         // As inside components: a disabled node passes its first input through.
                         if let Some(first) = inputs.first() {
                             flows.insert(node.id.clone(), first.clone());
+                        } else {
+                            removed.by_when(node);
                         }
                         continue;
                     }
@@ -570,10 +604,26 @@ impl<'a> Walker<'a> {
             .iter()
             .flat_map(|n| n.inputs.iter().map(String::as_str))
             .collect();
+        // The module ends downstream of its layers (an MTP stack or component): an MTP node
+        // before them that nothing reads (a bypassed input norm) is dead, not an end.
+        let is_mtp = |n: &&NodeIr| n.role.as_deref() == Some("mtp");
+        let mut after_layers: BTreeSet<&str> = BTreeSet::new();
+        for n in &ir.graph {
+            let layers =
+                is_mtp(&n) && matches!(n.kind, NodeKind::Stack(_) | NodeKind::Component { .. });
+            if layers || n.inputs.iter().any(|i| after_layers.contains(i.as_str())) {
+                after_layers.insert(&n.id);
+            }
+        }
+        let any_layers = !after_layers.is_empty();
         let mtp_ends = ir
             .graph
             .iter()
-            .filter(|n| n.role.as_deref() == Some("mtp") && !read.contains(n.id.as_str()))
+            .filter(|n| {
+                is_mtp(n)
+                    && !read.contains(n.id.as_str())
+                    && (!any_layers || after_layers.contains(n.id.as_str()))
+            })
             .map(|n| &n.id);
         for id in ir.outputs.iter().chain(mtp_ends) {
             if let Some(f) = flows.get(id) {
@@ -983,10 +1033,14 @@ impl<'a> Walker<'a> {
             .zip(inputs.iter().cloned())
             .collect();
         let mut idx = HashMap::new();
+        let mut removed = Removed::default();
         for node in nodes {
             let ins: Option<Vec<Flow>> =
                 node.inputs.iter().map(|i| flows.get(i).cloned()).collect();
-            let Some(ins) = ins else { continue };
+            let Some(ins) = ins else {
+                self.removed_read(&mut removed, node);
+                continue;
+            };
             if let Some(w) = &node.when {
                 let on = match expr::eval_bool(w, &self.env_of(&scope.env)) {
                     Ok(b) => b,
@@ -1007,6 +1061,8 @@ impl<'a> Walker<'a> {
                         if let Some(&r) = first.from.last() {
                             idx.insert(node.id.clone(), r);
                         }
+                    } else {
+                        removed.by_when(node);
                     }
                     continue;
                 }
@@ -1801,5 +1857,20 @@ mod tests {
         assert!(glob_match("lm_head.*", "lm_head.weight"));
         assert!(!glob_match("lm_head.*", "model.lm_head"));
         assert!(glob_match("*", ""));
+    }
+}
+
+/// Values a `when:` removed in one graph: each removed id → (the node whose `when:` removed it,
+/// its location), and the origins already reported.
+#[derive(Default)]
+struct Removed {
+    origin: HashMap<String, (String, Location)>,
+    reported: BTreeSet<String>,
+}
+
+impl Removed {
+    fn by_when(&mut self, node: &NodeIr) {
+        self.origin
+            .insert(node.id.clone(), (node.id.clone(), node.loc.clone()));
     }
 }

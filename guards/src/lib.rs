@@ -10,6 +10,8 @@
 
 pub mod axiom;
 pub mod config_view;
+pub mod config_spelling;
+pub mod pysrc;
 pub mod report;
 pub mod schedule;
 pub mod semantic;
@@ -34,6 +36,22 @@ pub fn validate(
     truth: &Truth,
     guards: &GuardSet,
 ) -> (Report, Option<Analysis>) {
+    // Every guard and the evaluation read config as transformers does: an `attribute_map`
+    // alias of the configuration class reads its target.
+    let aliased;
+    let truth = match config_spelling::effective_config(
+        &truth.config,
+        &config_spelling::attribute_map(&truth.sources),
+    ) {
+        Some(config) => {
+            aliased = Truth {
+                config,
+                ..truth.clone()
+            };
+            &aliased
+        }
+        None => truth,
+    };
     let mut report = Report {
         guards: guards.names().to_vec(),
         truth: truth.model_id.as_ref().map(|id| match &truth.revision {

@@ -43,6 +43,69 @@ pub(crate) fn present(config: &serde_json::Value, key: &str) -> bool {
 
 use crate::config_view::reads_key;
 
+/// Whether the spec reads `key`'s value under another name: a `??` chain of a dim names it at
+/// any position (the chain stops at the first present key, but every key it names is one the
+/// author chose to read), or the spec reads another spelling of the same quantity that config
+/// sets to the same value (`experts_per_token` beside `num_experts_per_tok`).
+fn spelled_otherwise(
+    ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+    keys: &ConfigKeys,
+    key: &str,
+) -> bool {
+    if ir.dims.iter().any(|d| chain_keys(&d.expr).contains(&key)) {
+        return true;
+    }
+    keys.quantities
+        .values()
+        .filter(|q| q.keys.iter().any(|k| k == key))
+        .flat_map(|q| q.keys.iter())
+        .any(|other| {
+            other != key
+                && present(config, other)
+                && config.get(other) == config.get(key)
+                && reads_key(a, other)
+        })
+}
+
+/// Top-level config keys named anywhere in the `??` chains of an expression.
+pub(crate) fn chain_keys(e: &expr::Expr) -> Vec<&str> {
+    use harch_engine::expr::{BinOp, Expr, PathSeg};
+    fn walk<'e>(e: &'e Expr, in_chain: bool, out: &mut Vec<&'e str>) {
+        match e {
+            Expr::Config(path) => {
+                if in_chain && let Some(PathSeg::Key(k)) = path.first() {
+                    out.push(k);
+                }
+                for seg in path {
+                    if let PathSeg::Index(i) = seg {
+                        walk(i, false, out);
+                    }
+                }
+            }
+            Expr::Unary(_, x) => walk(x, in_chain, out),
+            Expr::Binary(BinOp::Coalesce, l, r) => {
+                walk(l, true, out);
+                walk(r, true, out);
+            }
+            Expr::Binary(_, l, r) => {
+                walk(l, false, out);
+                walk(r, false, out);
+            }
+            Expr::Call(_, args) => {
+                for x in args {
+                    walk(x, false, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(e, false, &mut out);
+    out
+}
+
 /// Layer index → block of the main (non-MTP) stacks.
 pub fn main_layers(a: &Analysis) -> BTreeMap<String, BTreeMap<i128, String>> {
     let mut out: BTreeMap<String, BTreeMap<i128, String>> = BTreeMap::new();
@@ -69,7 +132,11 @@ pub fn check(
     let mut out = Vec::new();
     let file_loc = Location::in_file(&ir.file);
     for key in &keys.must_bind {
-        if present(config, key) && !reads_key(a, key) && !ir.unused_config.contains_key(key) {
+        if present(config, key)
+            && !reads_key(a, key)
+            && !spelled_otherwise(ir, a, config, keys, key)
+            && !ir.unused_config.contains_key(key)
+        {
             let value = config.get(key).map(|v| v.to_string()).unwrap_or_default();
             let shown = if value.len() > 60 {
                 format!("{}…", &value[..60])

@@ -348,7 +348,9 @@ fn routers(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
         if let Some(m) = method {
             let want = m == "noaux_tc";
             let got = int("score_bias").unwrap_or(0) != 0;
-            if got != want {
+            // Hash-routed layers select experts by token id: no score, so no selection bias.
+            let hashed = !got && want && only_hash_layers(a, n.stack_group.as_deref(), config);
+            if got != want && !hashed {
                 push(
                     code::ROUTER_BIAS,
                     format!(
@@ -412,6 +414,32 @@ fn routers(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Whether every layer of the block `group` routes by hash (config `mlp_layer_types[i] ==
+/// "hash_moe"`, or `i < num_hash_layers`), so that no selection bias applies there.
+fn only_hash_layers(a: &Analysis, group: Option<&str>, config: &serde_json::Value) -> bool {
+    let Some(group) = group else { return false };
+    let hashed = |i: i128| -> bool {
+        if let Some(list) = config.get("mlp_layer_types").and_then(|v| v.as_array()) {
+            return usize::try_from(i)
+                .ok()
+                .and_then(|i| list.get(i))
+                .and_then(|v| v.as_str())
+                == Some("hash_moe");
+        }
+        config
+            .get("num_hash_layers")
+            .and_then(|v| v.as_i64())
+            .is_some_and(|n| i < n as i128)
+    };
+    let mut layers = a
+        .groups
+        .iter()
+        .filter(|g| g.block == group)
+        .flat_map(|g| g.layers.iter().copied())
+        .peekable();
+    layers.peek().is_some() && layers.all(hashed)
 }
 
 /// Whether config applies rotary embedding at layer `i`: `no_rope_layers` (1 = rope),

@@ -146,7 +146,9 @@ fn alternating_layers_are_named_by_range_and_step() {
 }
 
 #[test]
-fn a_top_k_exception_with_a_real_source_anchor_is_granted() {
+fn a_top_k_exception_is_held_to_the_value_its_statement_computes() {
+    // The quote is a real statement that reads the key, but it computes the configured 8, so
+    // it cannot justify 16 (issue 27: an anchor is the statement that computes the value).
     let src = "`self.top_k = config.num_experts_per_tok`";
     let anchored =
         format!("top_k: {{ value: \"config.num_experts_per_tok * 2\", src: \"{src}\" }}");
@@ -156,6 +158,28 @@ fn a_top_k_exception_with_a_real_source_anchor_is_granted() {
             "specs/models/qwen3_moe.yaml",
             "top_k: config.num_experts_per_tok",
             &anchored,
+        )),
+        |_| {},
+    );
+    let mut got = codes(&r);
+    got.sort();
+    got.dedup();
+    assert_eq!(got, ["M001", "M002", "M003", "M008"], "{:#?}", r.errors);
+    let m = message(&r, "M008");
+    assert!(
+        m.contains("`self.top_k = config.num_experts_per_tok` (modeling_qwen3_moe.py:")
+            && m.contains("computes 8 from `num_experts_per_tok`, not 16")
+            && m.contains("the guard expected the statement that computes 16"),
+        "{m}"
+    );
+    // The same statement holds for the value it computes.
+    let unchanged = format!("top_k: {{ value: config.num_experts_per_tok, src: \"{src}\" }}");
+    let r = validate(
+        "Qwen/Qwen3-30B-A3B",
+        Some((
+            "specs/models/qwen3_moe.yaml",
+            "top_k: config.num_experts_per_tok",
+            &unchanged,
         )),
         |_| {},
     );
@@ -184,15 +208,24 @@ fn a_top_k_exception_with_a_real_source_anchor_is_granted() {
 }
 
 #[test]
-fn a_stack_past_the_trunk_with_a_real_source_anchor_is_granted() {
+fn a_stack_past_the_trunk_is_held_to_the_layers_its_statement_runs() {
     let trunk = "    in: mtp_fc\n    role: mtp\n";
+    // A real statement, but it runs the 48 trunk layers, not the 49 the main stacks hold.
     let anchored = "    in: mtp_fc\n    src: \"`for decoder_layer in self.layers[: self.config.num_hidden_layers]:`\"\n";
     let r = validate(
         "Qwen/Qwen3-Next-80B-A3B",
         Some(("specs/models/qwen3_next.yaml", trunk, anchored)),
         |_| {},
     );
-    assert!(r.valid, "{:#?}", r.errors);
+    let mut got = codes(&r);
+    got.sort();
+    assert_eq!(got, ["M007", "M008"], "{:#?}", r.errors);
+    let m = message(&r, "M008");
+    assert!(
+        m.contains("computes 48 from `num_hidden_layers`, not 49")
+            && m.contains("the guard expected the statement that runs 49 layers"),
+        "{m}"
+    );
     // Without the anchor the same stack is MTP counted as trunk.
     let r = validate(
         "Qwen/Qwen3-Next-80B-A3B",

@@ -92,6 +92,27 @@ fn main() {
         a.nodes.len(),
         a.weights.len()
     );
+    // The forward-source reader the semantic guards use (issue 27): statements, cache writes
+    // and what produces them, over every staged file, 15 times.
+    let files: Vec<(&String, &String)> = truth.sources.iter().collect();
+    let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
+    let mut reads = vec![];
+    let mut stmts = 0;
+    for _ in 0..RUNS {
+        let t0 = Instant::now();
+        let src = harch_guards::pysrc::Sources::read(&files);
+        for w in harch_guards::pysrc::flow::cache_writes(&src) {
+            std::hint::black_box(harch_guards::pysrc::flow::producers(&src, &w));
+        }
+        reads.push(t0.elapsed());
+        stmts = src.modules.iter().map(|m| m.stmts.len()).sum::<usize>();
+    }
+    println!(
+        "  source reader: {} files, {} KiB, {stmts} statements, cache writes and their producers: median {:.2} ms",
+        files.len(),
+        bytes / 1024,
+        median(reads).as_secs_f64() * 1e3
+    );
     let r = last.expect("ran");
     println!(
         "validate {MODEL}: {} tensors in 163 shard headers, valid = {}, errors = {}",

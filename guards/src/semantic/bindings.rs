@@ -17,6 +17,7 @@ use harch_engine::expr::{BinOp, Expr, PathSeg};
 use harch_engine::ir::{ModelIr, NodeKind};
 use harch_engine::load::ConfigKeys;
 
+use super::count_anchor::{Count, CountSource};
 use crate::report::Diagnostic;
 use crate::source::{AnchorSource, anchor_snippets};
 use crate::truth::Truth;
@@ -66,32 +67,43 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
             .iter()
             .any(|n| matches!(n.kind, NodeKind::Stack(_)) && n.src.is_some());
     let anchors = if any_anchor {
-        Anchors(AnchorSource::new(&crate::source::forward_sources(
-            ir,
-            &truth.sources,
-        )))
+        let files = crate::source::forward_sources(ir, &truth.sources);
+        Anchors {
+            text: AnchorSource::new(&files),
+            statements: Some(CountSource::read(&files)),
+            config,
+        }
     } else {
-        Anchors(AnchorSource::default())
+        Anchors {
+            text: AnchorSource::default(),
+            statements: None,
+            config,
+        }
     };
     out.extend(dims(ir, a, config, keys, &anchors));
     out.extend(experts(ir, a, config, keys, &anchors));
-    out.extend(stacks(ir, a, config, keys, &anchors));
+    out.extend(stacks(ir, a, truth, keys, &anchors));
     out
 }
 
 /// The forward source an exception's `src:` anchor is checked against.
-struct Anchors<'t>(AnchorSource<'t>);
+struct Anchors<'t> {
+    text: AnchorSource<'t>,
+    statements: Option<CountSource<'t>>,
+    config: &'t serde_json::Value,
+}
 
 impl Anchors<'_> {
     /// Why `src` does not hold as the anchor of an exception about `keys`: a snippet that is
-    /// not in the forward source, or (with keys) no snippet naming any of them. `None` when it holds
-    /// (or no source is staged: the source guard reports that).
-    fn fault(&self, src: &str, keys: &[&str]) -> Option<String> {
-        if self.0.is_empty() {
+    /// not in the forward source, (with keys) no snippet naming any of them, or (with a
+    /// declared count) no snippet that is a statement computing it from them. `None` when it
+    /// holds (or no source is staged: the source guard reports that).
+    fn fault(&self, src: &str, keys: &[&str], want: Option<(i128, Count)>) -> Option<String> {
+        if self.text.is_empty() {
             return None;
         }
         let snippets = anchor_snippets(src);
-        if let Some(why) = self.0.absent(&snippets) {
+        if let Some(why) = self.text.absent(&snippets) {
             return Some(why);
         }
         if !keys.is_empty() && !snippets.iter().any(|s| keys.iter().any(|k| s.contains(k))) {
@@ -102,6 +114,10 @@ impl Anchors<'_> {
                     .collect::<Vec<_>>()
                     .join(" or ")
             ));
+        }
+        if let (Some(st), Some((want, count)), false) = (&self.statements, want, keys.is_empty()) {
+            let look = |k: &str| self.config.get(k).cloned();
+            return st.fault(&snippets, keys, want, count, &look);
         }
         None
     }
@@ -239,6 +255,8 @@ fn dims(
     for d in &ir.dims {
         let mut hidden = Vec::new();
         fallbacks(&d.expr, &mut hidden);
+        // A chain that goes on to name the spelling config sets reads the configured value.
+        let chain = crate::schedule::chain_keys(&d.expr);
         for k in &hidden {
             if crate::schedule::present(config, k) {
                 continue;
@@ -246,7 +264,9 @@ fn dims(
             let Some((q, _)) = keys.quantities.iter().find(|(_, q)| q.keys.contains(k)) else {
                 continue;
             };
-            if let Some((other, v)) = keys.configured(q, config) {
+            if let Some((other, v)) = keys.configured(q, config)
+                && !chain.contains(&other)
+            {
                 out.push(diag(
                     code::HIDDEN_KEY,
                     format!("dim `{}` = `{}` falls back from `config.{k}`, which config lacks, while config sets the same quantity ({q}) as `{other}` = {v}", d.name, d.raw),
@@ -269,7 +289,8 @@ fn dims(
     let mut anchored = BTreeSet::new();
     for d in &ir.dims {
         let Some(src) = &d.src else { continue };
-        match anchors.fault(src, &named_for(&d.name)) {
+        let declared = a.dims.get(&d.name).map(|q| (q.v, Count::Value));
+        match anchors.fault(src, &named_for(&d.name), declared) {
             None => {
                 anchored.insert(d.name.as_str());
             }
@@ -331,7 +352,8 @@ fn experts_per_token(
         let d = ir.dims.iter().find(|d| &d.name == dim)?;
         let src = d.src.as_deref()?;
         let named: Vec<&str> = quantity.keys.iter().map(String::as_str).collect();
-        if anchors.fault(src, &named).is_some() {
+        let declared = a.dims.get(dim).map(|q| (q.v, Count::Value));
+        if anchors.fault(src, &named, declared).is_some() {
             return None;
         }
         Some((
@@ -463,10 +485,11 @@ fn experts(
 fn stacks(
     ir: &ModelIr,
     a: &Analysis,
-    config: &serde_json::Value,
+    truth: &Truth,
     keys: &ConfigKeys,
     anchors: &Anchors,
 ) -> Vec<Diagnostic> {
+    let config = &truth.config;
     let mut out = Vec::new();
     let (mut main, mut mtp) = (0i128, 0i128);
     let mut main_stacks = BTreeSet::new();
@@ -506,8 +529,11 @@ fn stacks(
         let (NodeKind::Stack(_), Some(src)) = (&node.kind, node.src.as_deref()) else {
             continue;
         };
-        match anchors.fault(src, &named) {
-            None => excused |= main_stacks.contains(node.id.as_str()),
+        // A main stack's anchor is the statement that runs every layer the main stacks hold.
+        let is_main = main_stacks.contains(node.id.as_str());
+        let declared = is_main.then_some((main, Count::Iterations));
+        match anchors.fault(src, &named, declared) {
+            None => excused |= is_main,
             Some(why) => out.push(diag(
                 code::EXCEPTION_ANCHOR,
                 format!("the source anchor of stack `{}`: {why}", node.id),
@@ -533,6 +559,13 @@ fn stacks(
         && let Some(want) = count_of(v)
         && mtp > 0
         && mtp != want
+        // The checkpoint's MTP layers are the fact where it holds another number than config
+        // states (a config that says 1 beside three stored MTP layers).
+        && keys
+            .configured("layers", config)
+            .and_then(|(_, v)| count_of(v))
+            .and_then(|trunk| checkpoint_mtp_layers(truth, trunk))
+            .is_none_or(|stored| stored != mtp)
     {
         let loc = mtp_stacks
             .iter()
@@ -550,4 +583,82 @@ fn stacks(
         ));
     }
     out
+}
+
+/// How many MTP layers the checkpoint stores: distinct indices of `model.layers.{i}.` past the
+/// trunk's `trunk` layers, else of `mtp.{i}.` / `mtp.layers.{i}.` (any prefix); `None` when it
+/// stores none in either form.
+fn checkpoint_mtp_layers(truth: &Truth, trunk: i128) -> Option<i128> {
+    let index = |rest: &str| -> Option<i128> {
+        let end = rest.find('.')?;
+        rest[..end].parse::<i128>().ok()
+    };
+    let mut past = BTreeSet::new();
+    let mut named = BTreeSet::new();
+    for t in truth.inventory.iter() {
+        let n = t.name;
+        if let Some(rest) = n.strip_prefix("model.layers.")
+            && let Some(i) = index(rest)
+            && i >= trunk
+        {
+            past.insert(i);
+        } else if let Some(at) = n.find("mtp.") {
+            let rest = &n[at + 4..];
+            let rest = rest.strip_prefix("layers.").unwrap_or(rest);
+            if let Some(i) = index(rest) {
+                named.insert(i);
+            }
+        }
+    }
+    let n = if past.is_empty() {
+        named.len()
+    } else {
+        past.len()
+    };
+    (n > 0).then_some(n as i128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::truth::{Dtype, Inventory, TensorInfo};
+
+    fn truth(names: &[&str]) -> Truth {
+        let tensors = names.iter().map(|n| TensorInfo {
+            name: n.to_string(),
+            dtype: Dtype::BF16,
+            shape: Default::default(),
+            shard: None,
+        });
+        Truth {
+            inventory: Inventory::from_tensors(tensors, None),
+            ..Truth::default()
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_counts_its_mtp_layers() {
+        // Layers past a trunk of 2 (DeepSeek's form): three MTP layers.
+        let t = truth(&[
+            "model.layers.0.mlp.weight",
+            "model.layers.1.mlp.weight",
+            "model.layers.2.eh_proj.weight",
+            "model.layers.3.eh_proj.weight",
+            "model.layers.3.enorm.weight",
+            "model.layers.4.eh_proj.weight",
+        ]);
+        assert_eq!(checkpoint_mtp_layers(&t, 2), Some(3));
+        // A separate `mtp.` module (Qwen3-Next's form).
+        let t = truth(&[
+            "model.layers.0.x",
+            "mtp.layers.0.fc.weight",
+            "mtp.layers.1.fc.weight",
+            "mtp.fc.weight",
+        ]);
+        assert_eq!(checkpoint_mtp_layers(&t, 1), Some(2));
+        assert_eq!(
+            checkpoint_mtp_layers(&truth(&["model.layers.0.x"]), 1),
+            None
+        );
+    }
 }

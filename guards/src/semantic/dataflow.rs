@@ -7,6 +7,7 @@
 //! - `liveness`: nodes whose value reaches no output (M070–M071).
 
 mod caches;
+mod dtype_anchor;
 mod dtypes;
 mod liveness;
 mod state_source;

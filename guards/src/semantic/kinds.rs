@@ -403,17 +403,30 @@ fn is_rotary_fn(name: &str) -> bool {
     l.contains("rotary") || l.contains("rope")
 }
 
+/// How a function body pairs channels, by what it computes (never by names: DeepSeek-V4's
+/// `rotate_half` pairs adjacent channels): complex pairs, strided slices (`x[..., 0::2]`) or a
+/// view into pairs (`view(…, d // 2, 2)`) are adjacent pairs; a split at the middle
+/// (`x[..., : d // 2]`, `torch.chunk(x, 2, …)`) is halves.
+fn pairing(body: &str) -> Option<Layout> {
+    let b: String = body.split_whitespace().collect();
+    if b.contains("view_as_complex") || b.contains("::2]") || b.contains("//2,2)") {
+        return Some(Layout::Interleaved);
+    }
+    if b.contains("//2]")
+        || b.contains("//2:]")
+        || b.contains("torch.chunk(")
+        || b.contains(".chunk(2")
+    {
+        return Some(Layout::Half);
+    }
+    None
+}
+
 /// How a rotary function pairs channels, following its calls three deep.
 fn layout_of(sk: &Skeleton, f: &str, depth: usize) -> Option<Layout> {
-    if f.to_ascii_lowercase().contains("interleave") {
-        return Some(Layout::Interleaved);
-    }
     let body = sk.functions.get(f)?;
-    if body.contains("view_as_complex") {
-        return Some(Layout::Interleaved);
-    }
-    if body.contains("rotate_half") || body.contains("torch.chunk(") || body.contains("// 2]") {
-        return Some(Layout::Half);
+    if let Some(l) = pairing(body) {
+        return Some(l);
     }
     if depth == 0 {
         return None;
@@ -551,7 +564,7 @@ fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
 
 #[cfg(test)]
 mod tests {
-    use super::has_unit_offset;
+    use super::{Layout, has_unit_offset, pairing};
 
     fn offset(src: &str) -> bool {
         has_unit_offset(
@@ -559,6 +572,26 @@ mod tests {
                 .filter(|c| !c.is_whitespace())
                 .collect::<String>(),
         )
+    }
+
+    #[test]
+    fn pairing_is_read_from_what_the_body_computes() {
+        // DeepSeek-V4's `rotate_half` pairs adjacent channels, whatever its name says.
+        let v4 = "x1 = x[..., 0::2]\n    x2 = x[..., 1::2]\n    return torch.stack((-x2, x1), dim=-1).flatten(-2)";
+        assert_eq!(pairing(v4), Some(Layout::Interleaved));
+        let llama = "x1 = x[..., : x.shape[-1] // 2]\n    x2 = x[..., x.shape[-1] // 2 :]\n    return torch.cat((-x2, x1), dim=-1)";
+        assert_eq!(pairing(llama), Some(Layout::Half));
+        let ds3 = "q = q.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)\n    q_embed = (q * cos) + (rotate_half(q) * sin)";
+        assert_eq!(pairing(ds3), Some(Layout::Interleaved));
+        assert_eq!(
+            pairing("first_half, second_half = torch.chunk(x, 2, dim=-1)"),
+            Some(Layout::Half)
+        );
+        // A body that only calls another function says nothing itself.
+        assert_eq!(
+            pairing("q_embed = (q * cos) + (rotate_half(q) * sin)"),
+            None
+        );
     }
 
     #[test]

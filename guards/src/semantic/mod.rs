@@ -7,9 +7,12 @@
 //! `kinds`); M050–M099 are decode-time dataflow, cache/state dtypes and liveness (`dataflow`).
 
 pub mod bindings;
+mod count_anchor;
 mod dataflow;
+mod deployment;
 mod kinds;
 mod selection;
+mod router_source;
 mod skeleton;
 mod towers;
 
@@ -24,6 +27,8 @@ use crate::truth::Truth;
 pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
+    out.extend(router_source::check(ir, a, truth));
+    out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth));
     out.extend(selection::check(a, truth, keys));
     out

@@ -11,8 +11,10 @@ use harch_engine::ir::ModelIr;
 use harch_engine::ops::{self, History};
 use harch_engine::{Analysis, Location};
 
+use super::dtype_anchor::Producers;
 use super::state_source::{SourceDtype, recurrent_state_dtype};
 use super::{Findings, code, instance_of, local_id, thousands};
+use crate::pysrc::flow::CacheKind;
 use crate::report::Diagnostic;
 use crate::source::{AnchorSource, anchor_snippets, forward_sources};
 use crate::truth::{Dtype, Truth};
@@ -70,6 +72,15 @@ fn origin_text(c: &CacheRow) -> String {
     }
 }
 
+/// Which kind of cache write the source makes for this cache.
+fn cache_kind(c: &CacheRow, a: &Analysis) -> CacheKind {
+    match ops::history(&a.nodes[c.node].op) {
+        History::State => CacheKind::State,
+        History::KernelSteps(_) => CacheKind::Conv,
+        History::Input(_) | History::None => CacheKind::Kv,
+    }
+}
+
 /// Where the dtype is written: the cache entry, or the model's `quant_context`.
 fn dtype_loc(ir: &ModelIr, c: &CacheRow) -> Location {
     match c.dtype_origin {
@@ -91,6 +102,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     let files = forward_sources(ir, &truth.sources);
     let texts = AnchorSource::new(&files);
     let state: Option<SourceDtype> = recurrent_state_dtype(&files);
+    let mut producers: Option<Producers> = None;
     let mut f = Findings::default();
     for c in &a.caches {
         let inst = instance_of(&a.nodes[c.node].id);
@@ -111,9 +123,17 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                     let s = s.to_ascii_lowercase();
                     dtype_words(&c.dtype).iter().any(|w| s.contains(w))
                 });
-                let holds = absent.is_none() && names;
+                // A quote that occurs and names the dtype must also be a statement that
+                // produces what this cache holds.
+                let not_a_producer = (absent.is_none() && names)
+                    .then(|| {
+                        let p = producers.get_or_insert_with(|| Producers::read(&files));
+                        p.fault(cache_kind(c, a), &snippets, dtype_words(&c.dtype))
+                    })
+                    .flatten();
+                let holds = absent.is_none() && names && not_a_producer.is_none();
                 if !holds {
-                    let why = absent.unwrap_or_else(|| {
+                    let why = absent.or(not_a_producer).unwrap_or_else(|| {
                         format!(
                             "it does not name {} ({})",
                             c.dtype,

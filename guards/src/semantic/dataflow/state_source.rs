@@ -51,10 +51,31 @@ pub fn recurrent_state_dtype(files: &[(&String, &String)]) -> Option<SourceDtype
             .enumerate()
             .filter_map(move |(si, s)| Some((fi, si, state_store(&s.text)?)))
     });
-    for (fi, si, var) in stores.take(MAX_STORES) {
+    for (fi, si, stored) in stores.take(MAX_STORES) {
         let stmts = &files[fi].stmts;
         let Some(func) = enclosing_function(stmts, si) else {
             continue;
+        };
+        let var = match stored {
+            Stored::Var(v) => v,
+            Stored::Cast => {
+                let s = &stmts[si];
+                let (line, text) = s
+                    .lines
+                    .iter()
+                    .find(|(_, l)| says_f32(strip_comment(l)))
+                    .unwrap_or(&s.lines[0]);
+                let fname = def_name(&stmts[func].text).unwrap_or("?");
+                verdicts.push(Some(SourceDtype {
+                    dtype: "F32",
+                    evidence: format!(
+                        "`{fname}` ({}:{line}) casts the state to float32 as it stores it",
+                        files[fi].name
+                    ),
+                    snippet: strip_comment(text).trim().to_string(),
+                }));
+                continue;
+            }
         };
         for (callee, pos, arity) in producing_calls(stmts, func, si, &var)
             .into_iter()
@@ -178,12 +199,63 @@ fn targets(lhs: &str) -> Vec<&str> {
         .collect()
 }
 
-/// `cache.recurrent_states[i] = v` (a state list other than a convolution's): `v`.
-fn state_store(text: &str) -> Option<String> {
-    let (lhs, rhs) = assignment(text)?;
-    let base = lhs.strip_suffix(']')?.rsplit_once('[')?.0;
-    let attr = base.rsplit_once('.')?.1.to_ascii_lowercase();
-    (attr.contains("state") && !attr.contains("conv") && is_ident(rhs)).then(|| rhs.to_string())
+/// What a statement stores into a cache's state.
+enum Stored {
+    /// A value bound earlier (`= last_recurrent_state`).
+    Var(String),
+    /// An expression that casts to float32 as it is stored
+    /// (`update_recurrent_state(state.to(torch.float32), i)`).
+    Cast,
+}
+
+/// `cache.recurrent_states[i] = v` (a state list other than a convolution's), or
+/// `cache.update_recurrent_state(v, i)` (a state update other than a convolution's).
+fn state_store(text: &str) -> Option<Stored> {
+    let stored = |v: &str, state: &str| {
+        let state = state.to_ascii_lowercase();
+        if !state.contains("state") || state.contains("conv") {
+            return None;
+        }
+        if is_ident(v) {
+            Some(Stored::Var(v.to_string()))
+        } else {
+            says_f32(v).then_some(Stored::Cast)
+        }
+    };
+    if let Some((lhs, rhs)) = assignment(text) {
+        let base = lhs.strip_suffix(']')?.rsplit_once('[')?.0;
+        let attr = base.rsplit_once('.')?.1;
+        return stored(rhs, attr);
+    }
+    // A call on a cache object: `<recv>.update_<...>state(<value>, ...)`.
+    let at = text.find(".update_")?;
+    let recv = text[..at]
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .next()?;
+    if !recv.to_ascii_lowercase().contains("cache") {
+        return None;
+    }
+    let rest = &text[at + 1..];
+    let (method, args) = rest.split_once('(')?;
+    // The first argument: up to the first comma at bracket depth 0.
+    let mut depth = 0i32;
+    let mut end = args.len();
+    for (i, ch) in args.char_indices() {
+        match ch {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => {
+                end = i;
+                break;
+            }
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    stored(args[..end].trim(), method)
 }
 
 fn def_name(text: &str) -> Option<&str> {
@@ -424,6 +496,52 @@ class Mixer(nn.Module):
             d.evidence.contains("`torch_chunk_rule` (modeling_x.py:11)"),
             "{}",
             d.evidence
+        );
+    }
+
+    #[test]
+    fn a_state_cast_as_it_is_stored_is_float32() {
+        let kimi = SRC.replace(
+            "cache_params.recurrent_states[self.layer_idx] = new_state",
+            "cache_params.update_recurrent_state(new_state.to(torch.float32), self.layer_idx)",
+        );
+        let d = run(&kimi).expect("traced");
+        assert_eq!(d.dtype, "F32");
+        assert!(
+            d.snippet
+                .starts_with("cache_params.update_recurrent_state("),
+            "{}",
+            d.snippet
+        );
+        // The same call with a value bound earlier is traced as the list store is.
+        let bound = SRC.replace(
+            "cache_params.recurrent_states[self.layer_idx] = new_state",
+            "cache_params.update_recurrent_state(new_state, self.layer_idx)",
+        );
+        assert_eq!(run(&bound).map(|d| d.snippet), run(SRC).map(|d| d.snippet));
+        // A convolution's update is not the state.
+        let conv = SRC.replace(
+            "cache_params.recurrent_states[self.layer_idx] = new_state",
+            "cache_params.update_conv_state(new_state.to(torch.float32), self.layer_idx)",
+        );
+        assert_eq!(run(&conv), None);
+    }
+
+    #[test]
+    fn kimi_linear_keeps_its_state_in_float32() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../.cache/transformers/5.23.0/models/kimi_linear/modeling_kimi_linear.py");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run scripts/fetch-transformers-src)",
+                path.display()
+            )
+        });
+        let d = run(&text).expect("Kimi-Linear's state store is traced");
+        assert_eq!(d.dtype, "F32");
+        assert_eq!(
+            d.snippet,
+            "cache_params.update_recurrent_state(last_recurrent_state.to(torch.float32), self.layer_idx)"
         );
     }
 
