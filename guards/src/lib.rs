@@ -9,8 +9,8 @@
 //! ```
 
 pub mod axiom;
-pub mod config_view;
 pub mod config_spelling;
+pub mod config_view;
 pub mod pysrc;
 pub mod report;
 pub mod schedule;

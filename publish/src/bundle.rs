@@ -49,8 +49,12 @@ pub fn prepare(
     let repo = Repo::from_files(files);
     let (mut report, analysis) =
         harch_guards::validate(&repo, &candidate.model_key, &truth, &GuardSet::all());
-    let declared_gap =
-        harch_library::declared_gap::validate_with_gap(&repo, &candidate.model_key, &truth, &mut report);
+    let declared_gap = harch_library::declared_gap::validate_with_gap(
+        &repo,
+        &candidate.model_key,
+        &truth,
+        &mut report,
+    );
     let (true, Some(analysis)) = (report.valid, analysis) else {
         let codes: BTreeSet<&str> = report.errors.iter().map(|d| d.code).collect();
         return Err(PublishError::permanent(format!(

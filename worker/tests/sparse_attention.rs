@@ -146,6 +146,10 @@ fn analyze(model: &str) -> serde_json::Value {
             // The write-up states one request on one B200, which does not hold either model's
             // weights: compute and cache reads with memory unchecked.
             "--ignore-memory",
+            // Its prefill FLOPs count the output head at every prompt position (the engine's
+            // `prefill_flops` convention), not only at the last one as servers compute it.
+            "--logits",
+            "all",
             "--json",
         ])
         .output()

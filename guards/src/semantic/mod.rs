@@ -11,8 +11,8 @@ mod count_anchor;
 mod dataflow;
 mod deployment;
 mod kinds;
-mod selection;
 mod router_source;
+mod selection;
 mod skeleton;
 mod towers;
 
