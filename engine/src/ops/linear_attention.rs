@@ -279,30 +279,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// Bound arguments for a test: integers and flags by name.
-    struct Bound(HashMap<&'static str, i128>);
-
-    impl Args for Bound {
-        fn int(&self, name: &str) -> Result<Q, OpError> {
-            self.opt_int(name)?.ok_or_else(|| OpError {
-                code: "A001",
-                message: name.into(),
-                hint: None,
-            })
-        }
-        fn opt_int(&self, name: &str) -> Result<Option<Q>, OpError> {
-            Ok(self.0.get(name).map(|v| lit(*v)))
-        }
-        fn flag(&self, name: &str) -> Result<bool, OpError> {
-            Ok(self.0.get(name).is_some_and(|v| *v != 0))
-        }
-        fn text(&self, _: &str) -> Result<Option<String>, OpError> {
-            Ok(None)
-        }
-        fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
-            Ok(None)
-        }
-    }
+    use crate::ops::test_args::Bound;
 
     fn s(dims: &[i128]) -> Shape {
         dims.iter().map(|d| Axis::Dim(lit(*d))).collect()

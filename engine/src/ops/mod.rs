@@ -139,6 +139,8 @@ mod moe;
 mod norms;
 mod selection;
 mod stored;
+#[cfg(test)]
+mod test_args;
 mod vision;
 
 pub use vision::{JOIN_OP, MERGE_OP, PATCH_OP};
