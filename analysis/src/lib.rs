@@ -14,6 +14,7 @@
 //! GPU holds, read from the dims each axis carries (`shardable_by` in the dim table).
 
 pub mod comm;
+pub mod components;
 pub mod cost;
 pub mod explain;
 pub mod hardware;
@@ -23,6 +24,7 @@ pub mod plot;
 pub mod report;
 pub mod search;
 pub mod shard;
+pub mod swap;
 pub mod sweep;
 pub mod traffic;
 pub mod verdict;

@@ -16,7 +16,7 @@ pub struct Edit {
     pub what: String,
     /// Rows changed (cache rows or weight rows).
     pub rows: usize,
-    pub note: &'static str,
+    pub note: String,
 }
 
 /// KV dtypes a cache can be stored at, with their bytes per element.
@@ -49,7 +49,7 @@ pub fn kv_dtype(a: &Analysis, dtype: &str) -> Result<(Analysis, Edit), String> {
         Edit {
             what: format!("kv_dtype={dtype}"),
             rows,
-            note: "caches that grow with the context at this dtype; constant recurrent state unchanged",
+            note: "caches that grow with the context at this dtype; constant recurrent state unchanged".into(),
         },
     ))
 }
@@ -147,7 +147,8 @@ pub fn weights(ir: &ModelIr, a: &Analysis, precision: &str) -> Result<(Analysis,
         Edit {
             what: format!("weights={precision}"),
             rows,
-            note: "matmul weights re-stored (embedding, output head, routers, norms unchanged)",
+            note: "matmul weights re-stored (embedding, output head, routers, norms unchanged)"
+                .into(),
         },
     ))
 }

@@ -20,12 +20,16 @@ fn every_gpu_cites_its_figures_and_dense_rates_read_back() {
     assert_eq!(dense("MI325X", "bf16"), 1307.4e12);
     assert_eq!(dense("MI355X", "fp4"), 10e15);
     assert_eq!(dense("B300", "fp4"), 15e15);
+    // The H20's listings quote dense rates (no sparsity flag).
+    assert_eq!(dense("H20", "bf16"), 148e12);
+    assert_eq!(dense("H20", "fp8"), 296e12);
     let gib = (1u64 << 30) as f64;
     assert_eq!(t.find("a100").unwrap().memory_bytes().unwrap(), 80.0 * gib);
     assert_eq!(
         t.find("mi355x").unwrap().memory_bytes().unwrap(),
         288.0 * gib
     );
+    assert_eq!(t.find("h20").unwrap().memory_bytes().unwrap(), 96.0 * gib);
     // An A100 has no FP8 rate: FP8 weights run at BF16.
     assert_eq!(t.find("a100").unwrap().runs_at("fp8"), Some("bf16"));
     assert_eq!(t.find("h100").unwrap().gpu, "H100 SXM");

@@ -147,7 +147,7 @@ struct CompEntry {
 }
 
 /// The spec repository: dims, roles, quant schemes, components and model specs.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Repo {
     pub dims: IndexMap<String, DimDef>,
     pub roles: IndexMap<String, String>,
@@ -422,6 +422,32 @@ impl Repo {
             }
         }
         (dims, errors)
+    }
+
+    /// A model spec's definition (by name or file) to edit in place: what-if edits (a slot
+    /// filled with another component, a dim bound to a value) change the definition the next
+    /// [`Repo::load_model`] reads, never a file.
+    pub fn model_def_mut(&mut self, name_or_file: &str) -> Option<&mut ModelDef> {
+        if self.models.contains_key(name_or_file) {
+            return self.models.get_mut(name_or_file).map(|(d, _)| d);
+        }
+        self.models
+            .values_mut()
+            .find(|(_, f)| f == name_or_file || f.ends_with(name_or_file))
+            .map(|(d, _)| d)
+    }
+
+    /// Library (non-draft) models that fill some slot with `component`, by name.
+    pub fn models_using(&self, component: &str) -> Vec<&ModelDef> {
+        self.models
+            .values()
+            .map(|(d, _)| d)
+            .filter(|d| {
+                d.blocks
+                    .values()
+                    .any(|b| b.value.fill.values().any(|f| f.component() == component))
+            })
+            .collect()
     }
 
     /// Load a model spec (by model name or by file path) into the IR.

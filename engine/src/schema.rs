@@ -220,6 +220,25 @@ pub enum FillDef {
     },
 }
 
+impl FillDef {
+    /// The component this fill names.
+    pub fn component(&self) -> &str {
+        match self {
+            FillDef::Name(n) => n,
+            FillDef::Full { component, .. } => component,
+        }
+    }
+
+    /// The same fill with another component: its binds, path and renames are kept, since they
+    /// say where the slot sits in the checkpoint, not what fills it.
+    pub fn set_component(&mut self, name: &str) {
+        match self {
+            FillDef::Name(n) => *n = name.to_string(),
+            FillDef::Full { component, .. } => *component = name.to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OverrideDef {

@@ -60,6 +60,7 @@ pub fn read_repo(root: &Path, extra: &[(String, String)]) -> anyhow::Result<Repo
 }
 
 /// What a command line names as the spec.
+#[derive(Clone)]
 pub struct Target {
     pub repo: Repo,
     /// Model name in the repo, or the relative file key of a spec given by path.

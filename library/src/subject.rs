@@ -189,11 +189,22 @@ pub fn evaluated_at(
     if let Some(n) = s.target.note() {
         eprintln!("note: {n}");
     }
-    let ir = specs::load(&s.target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
-    let a = harch_engine::evaluate_at(&ir, &s.truth.config, opts, image);
+    evaluated_target(&s.target, &s.truth.config, opts, image)
+}
+
+/// As [`evaluated_at`], for a target other than the subject's own (a what-if edit of it),
+/// against the subject's config.
+pub fn evaluated_target(
+    target: &Target,
+    config: &serde_json::Value,
+    opts: harch_engine::EvalOptions,
+    image: Option<harch_engine::ImageSize>,
+) -> anyhow::Result<(harch_engine::ModelIr, harch_engine::Analysis)> {
+    let ir = specs::load(target).map_err(|errs| anyhow::anyhow!("{}", render_errors(&errs)))?;
+    let a = harch_engine::evaluate_at(&ir, config, opts, image);
     if !a.errors.is_empty() {
         let mut errs = a.errors.clone();
-        s.target.relocate_all(&mut errs);
+        target.relocate_all(&mut errs);
         anyhow::bail!("{}", render_errors(&errs));
     }
     Ok((ir, a))

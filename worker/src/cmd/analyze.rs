@@ -14,7 +14,7 @@ use harch_analysis::{
     Activations, ComputePrecision, HardwareTable, LayoutSpec, Model, Report, Request, analyze,
 };
 use harch_engine::EvalOptions;
-use harch_worker::{specs, subject};
+use harch_worker::specs;
 
 /// The deployment a figure is computed for (shared by `analyze` and `explain`).
 #[derive(clap::Args, Clone, Debug)]
@@ -203,8 +203,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut req = args.deployment.request(&table)?;
     let s = super::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // Formulas on: which dims each axis carries is read from them.
-    let (ir, a) = subject::evaluated_at(&s, EvalOptions { symbolic: true }, args.image)
-        .map_err(crate::cli::failed)?;
+    let super::whatif::Evaluated { ir, a, mut edits } =
+        args.what_if
+            .evaluate(&s, EvalOptions { symbolic: true }, args.image)?;
     // Images fill token positions of the prompt; encoding them runs once per image.
     let (image_tokens, encode_flops) = a.images_in_context(i128::from(args.images));
     if args.images > 0 && a.images.is_empty() {
@@ -226,15 +227,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             harch_worker::text::group_digits(encode_flops.v)
         );
     }
-    let (edited, mut edits) = args.what_if.apply(&ir, &a)?;
     if args.deployment.ignore_memory {
         edits.push(harch_analysis::whatif::Edit {
             what: "ignore_memory".into(),
             rows: 0,
-            note: "phases costed as if the deployment fit: memory unchecked",
+            note: "phases costed as if the deployment fit: memory unchecked".into(),
         });
     }
-    let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
+    let model = Model::new(&ir, &a, &s.truth.config)?;
     if let Some(spec) = &args.sweep {
         super::whatif::print(&edits);
         return run_sweep(&model, &req, spec, &args);

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::bail;
 use harch_analysis::{Model, analyze};
 use harch_engine::EvalOptions;
-use harch_worker::subject;
 
 use super::analyze::{DeploymentArgs, hardware_table};
 
@@ -22,6 +21,19 @@ pub struct Args {
     pub deployment: DeploymentArgs,
     #[command(flatten)]
     pub what_if: super::whatif::WhatIfArgs,
+    /// Compare the component filling this slot of each model (`attention`; `moe.attention`
+    /// for one block; `MODEL@SLOT` for one model) per layer at a fixed contract, as the
+    /// write-up's chapter 4.1: parameters, prefill FLOPs of --input tokens (and their time with
+    /// --gpu), and the KV one request holds at each --at context.
+    #[arg(long)]
+    pub slot: Option<String>,
+    /// With --slot: the contract's hidden size; a model whose own differs is evaluated with
+    /// `d_model` bound to it (a what-if, labelled).
+    #[arg(long, requires = "slot", value_parser = super::friendly::count)]
+    pub hidden: Option<u64>,
+    /// With --slot: the context lengths at which the KV one request holds is given.
+    #[arg(long, requires = "slot", value_delimiter = ',', default_value = "1K,32K", value_parser = super::friendly::count)]
+    pub at: Vec<u64>,
     /// Exact integers instead of human units (GiB, B for billions).
     #[arg(long)]
     pub bytes: bool,
@@ -76,6 +88,26 @@ fn human(u: Unit, v: &serde_json::Value, exact: bool) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(slot) = &args.slot {
+        let table = hardware_table()?;
+        let gpu = match &args.deployment.gpu {
+            Some(_) => Some(args.deployment.gpu(&table)?),
+            None => None,
+        };
+        let precision = match args.deployment.compute_precision.as_str() {
+            "weights" => "bf16",
+            p => p,
+        };
+        let contract = super::compare_slots::Contract {
+            slot,
+            hidden: args.hidden,
+            prefill: args.deployment.input,
+            contexts: &args.at,
+            gpu,
+            precision,
+        };
+        return super::compare_slots::run(&args.models, &contract, args.json, args.bytes);
+    }
     let table = match &args.deployment.gpu {
         Some(_) => Some(hardware_table()?),
         None => None,
@@ -91,11 +123,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut edits_all = Vec::new();
     for m in &args.models {
         let s = super::friendly::resolve(m, None)?;
-        let (ir, a) =
-            subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
-        let (edited, edits) = args.what_if.apply(&ir, &a)?;
+        let super::whatif::Evaluated { ir, a, edits } =
+            args.what_if
+                .evaluate(&s, EvalOptions { symbolic: true }, None)?;
         edits_all = edits;
-        let a = edited.as_ref().unwrap_or(&a);
+        let a = &a;
         let sum = a.summary();
         let verified = super::verdict::verify(&s).valid;
         let mut f: Vec<(String, Unit, serde_json::Value)> = vec![

@@ -3,7 +3,6 @@ use std::process::ExitCode;
 
 use harch_engine::EvalOptions;
 use harch_engine::analysis::{QUANTITIES, REPORT_CONTEXT};
-use harch_worker::subject;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,13 +34,19 @@ pub struct Args {
     /// dims the formula uses) as JSON; errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub what_if: crate::cmd::whatif::WhatIfArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // The same walk, with symbols bound: the formula and the value come out together.
-    let (ir, a) =
-        subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
+    let crate::cmd::whatif::Evaluated { ir, a, edits } =
+        args.what_if
+            .evaluate(&s, EvalOptions { symbolic: true }, None)?;
+    if !args.json {
+        crate::cmd::whatif::print(&edits);
+    }
     if harch_analysis::explain::NAMES.contains(&args.quantity.as_str()) {
         return crate::cmd::analyze::explain(
             &args.deployment,
@@ -109,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "bound": bound,
             "where": dims,
             "unverified": unverified,
+            "what_if": edits,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod bench_queue;
 pub mod cancel;
 pub mod compare;
+pub mod compare_slots;
 pub mod dims;
 pub mod enqueue;
 pub mod evidence;

@@ -8,7 +8,6 @@ use anyhow::bail;
 use harch_analysis::search::{self, Candidate, SearchSpec};
 use harch_analysis::{LayoutSpec, Model};
 use harch_engine::EvalOptions;
-use harch_worker::subject;
 
 use super::analyze::{DeploymentArgs, hardware_table};
 
@@ -95,11 +94,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_tpot_s: args.max_tpot,
     };
     let s = super::friendly::resolve(&args.spec, args.truth.as_deref())?;
-    let (ir, a) =
-        subject::evaluated(&s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
+    let super::whatif::Evaluated { ir, a, edits } =
+        args.what_if
+            .evaluate(&s, EvalOptions { symbolic: true }, None)?;
     let verification = super::verdict::verify(&s);
-    let (edited, edits) = args.what_if.apply(&ir, &a)?;
-    let model = Model::new(&ir, edited.as_ref().unwrap_or(&a), &s.truth.config)?;
+    let model = Model::new(&ir, &a, &s.truth.config)?;
     let found = search::search(&model, &base, &spec);
     let named = [
         ("smallest that fits", found.smallest),

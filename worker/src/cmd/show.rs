@@ -18,13 +18,24 @@ pub struct Args {
     /// input's own.
     #[arg(long, value_name = "HxW")]
     pub image: Option<harch_engine::ImageSize>,
+    #[command(flatten)]
+    pub what_if: crate::cmd::whatif::WhatIfArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
-    let (ir, a) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
-        .map_err(crate::cli::failed)?;
+    let crate::cmd::whatif::Evaluated { ir, a, edits } =
+        args.what_if
+            .evaluate(&s, EvalOptions::default(), args.image)?;
     let sum = a.summary();
+    // A what-if is shown beside the spec as it is: each changed figure as old → new.
+    let before = if edits.is_empty() {
+        None
+    } else {
+        let (_, a0) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
+            .map_err(crate::cli::failed)?;
+        Some(a0.summary())
+    };
     let gap = harch_worker::declared_gap::for_figures(&s.target.repo, &s.target.model, &s.truth);
     let declared = gap.as_ref().ok().and_then(Option::as_ref);
     if args.json {
@@ -35,6 +46,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["gap_report_error"] = serde_json::json!(why);
         }
         v["dims"] = serde_json::to_value(crate::cmd::dims::dims(&ir, &a))?;
+        if let Some(b) = &before {
+            v["before"] = serde_json::to_value(b)?;
+        }
+        crate::cmd::whatif::annotate(&mut v, &edits);
         v["architecture"] = crate::cmd::dims::config_facts(&s.truth.config)
             .into_iter()
             .map(|(k, x)| (k.to_string(), x))
@@ -45,6 +60,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     outln!("{} — {}", ir.name, ir.summary);
     outln!("evaluated against {}\n", s.truth_origin);
+    crate::cmd::whatif::print(&edits);
+    if let Some(b) = &before {
+        print_changes(b, &sum);
+    }
     match &gap {
         Ok(Some(g)) => outln!("{}\n", harch_worker::declared_gap::line(g)),
         Ok(None) => {}
@@ -159,6 +178,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each figure a what-if changed, as old → new: the groups' parameters and caches, then the
+/// totals.
+fn print_changes(b: &harch_engine::analysis::Summary, a: &harch_engine::analysis::Summary) {
+    outln!("changed by the what-if (old → new):");
+    for g in &a.groups {
+        let old = b
+            .groups
+            .iter()
+            .find(|o| o.stack == g.stack && o.block == g.block);
+        let (p, kv) = old.map_or((0, 0), |o| (o.params, o.kv_bytes_per_token));
+        if p != g.params || kv != g.kv_bytes_per_token {
+            outln!(
+                "  {}[{}]: params {} → {}, KV B/token {} → {}",
+                g.stack,
+                g.block,
+                group_digits(p),
+                group_digits(g.params),
+                group_digits(kv),
+                group_digits(g.kv_bytes_per_token)
+            );
+        }
+    }
+    for (k, old, new) in [
+        ("params total", b.params_total, a.params_total),
+        ("params active / token", b.params_active, a.params_active),
+        ("weight bytes", b.weight_bytes, a.weight_bytes),
+        (
+            "KV bytes / token",
+            b.kv_bytes_per_token,
+            a.kv_bytes_per_token,
+        ),
+        (
+            "state bytes / sequence",
+            b.state_bytes_per_sequence,
+            a.state_bytes_per_sequence,
+        ),
+        (
+            "decode FLOPs / token",
+            b.decode_flops_per_token,
+            a.decode_flops_per_token,
+        ),
+        ("prefill FLOPs", b.prefill_flops, a.prefill_flops),
+    ] {
+        if old != new {
+            outln!("  {k}: {} → {}", group_digits(old), group_digits(new));
+        }
+    }
+    outln!();
 }
 
 use harch_worker::text::group_digits;
