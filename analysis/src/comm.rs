@@ -62,8 +62,11 @@ pub struct CommRow {
     pub group: u32,
     pub link: Link,
     /// Bytes one GPU sends (for all layers of the step).
+    #[serde(serialize_with = "crate::json::count")]
     pub bytes: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub intra_bytes: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub inter_bytes: f64,
     /// Distance between consecutive members of the group in GPU numbers.
     #[serde(skip)]

@@ -105,12 +105,17 @@ pub struct CostRow {
     pub id: String,
     /// Op name, `comm:<kind>` or `weights`.
     pub op: String,
+    #[serde(serialize_with = "crate::json::count")]
     pub flops: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
+    #[serde(serialize_with = "crate::json::count")]
     pub weight_bytes: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub activation_bytes: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub cache_bytes: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub comm_bytes: f64,
     pub terms: Terms,
     /// The row's share of the bound's memory total: the bytes a fully fused graph must still
@@ -133,6 +138,7 @@ impl CostRow {
 pub struct PhaseCost {
     pub step: Step,
     /// Tokens the step processes over the whole deployment.
+    #[serde(serialize_with = "crate::json::count")]
     pub tokens: f64,
     pub bound_s: f64,
     pub estimate_s: f64,
@@ -148,8 +154,11 @@ pub struct PhaseCost {
     /// Share of the estimate spent in ops bounded by each resource.
     pub estimate_split: Split,
     /// Per GPU totals (summed over stages).
+    #[serde(serialize_with = "crate::json::count")]
     pub flops_per_gpu: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub memory_bytes_per_gpu: f64,
+    #[serde(serialize_with = "crate::json::count")]
     pub comm_bytes_per_gpu: f64,
     #[serde(skip)]
     pub rows: Vec<CostRow>,

@@ -56,6 +56,7 @@ struct FigureDef {
 /// One figure, converted to base units (bytes, bytes/s, FLOP/s, GPUs), with what it came from.
 #[derive(Clone, Debug, Serialize)]
 pub struct Figure {
+    #[serde(serialize_with = "crate::json::whole")]
     pub value: f64,
     /// The source's statement, e.g. `36 PFLOP/s for 8 GPUs, with sparsity`.
     pub quoted: String,

@@ -18,6 +18,7 @@ pub mod components;
 pub mod cost;
 pub mod explain;
 pub mod hardware;
+pub mod json;
 pub mod layout;
 pub mod memory;
 pub mod plot;

@@ -161,6 +161,7 @@ pub struct CommSummary {
     pub group: u32,
     /// Edges of the dataflow graph it occurs on (each for all its layers).
     pub edges: usize,
+    #[serde(serialize_with = "crate::json::count")]
     pub bytes_per_gpu: f64,
     pub seconds: f64,
 }

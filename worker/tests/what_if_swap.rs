@@ -92,7 +92,7 @@ fn swapping_v3s_attention_for_dsa_gives_v32s_counts() {
     let more = swapped["params_total"].as_i64().unwrap() - v3["params_total"].as_i64().unwrap();
     assert_eq!(more, 865_484_288);
     // Text output shows each changed figure as old → new.
-    let (code, out, err) = run(&with(&["show", V3], &DSA));
+    let (code, out, err) = run(&with(&["show", V3, "--bytes"], &DSA));
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("WHAT-IF: swap attention=mla_sparse_attention"),

@@ -183,6 +183,9 @@ pub struct Args {
     /// Print the figures as JSON (with --ops: every op's row); errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Exact integers instead of human units (GiB) in the text output.
+    #[arg(long)]
+    pub bytes: bool,
     /// Images per request: their tokens join the prompt (the prefill context) and their
     /// encoding is reported per request.
     #[arg(long, default_value_t = 0)]
@@ -199,6 +202,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::units::set_exact(args.bytes);
     let table = hardware_table()?;
     let mut req = args.deployment.request(&table)?;
     let s = super::friendly::resolve(&args.spec, args.truth.as_deref())?;
@@ -477,6 +481,9 @@ fn digits(v: i128) -> String {
 }
 
 fn gib(b: i128) -> String {
+    if super::units::exact() {
+        return digits(b);
+    }
     let g = b as f64 / (1u64 << 30) as f64;
     if g.abs() >= 1.0 {
         format!("{g:.2} GiB")

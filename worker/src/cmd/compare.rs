@@ -88,6 +88,7 @@ fn human(u: Unit, v: &serde_json::Value, exact: bool) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::units::set_exact(args.bytes);
     if let Some(slot) = &args.slot {
         let table = hardware_table()?;
         let gpu = match &args.deployment.gpu {

@@ -23,6 +23,7 @@ pub mod run;
 pub mod show;
 pub mod snapshot;
 pub mod status;
+pub mod units;
 pub mod validate;
 pub mod validate_changed;
 pub mod verdict;

@@ -38,6 +38,9 @@ pub struct Args {
     /// Print the search as JSON; errors are JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Exact integers instead of human units (GiB) in the text output.
+    #[arg(long)]
+    pub bytes: bool,
     #[command(flatten)]
     pub what_if: super::whatif::WhatIfArgs,
     /// Answer (exit 0) even when the spec does not validate against its truth; the figures
@@ -65,6 +68,7 @@ fn seconds(t: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::units::set_exact(args.bytes);
     if args.deployment.layout.is_some() || args.deployment.gpus.is_some() {
         bail!(
             "plan searches layouts and GPU counts; give --max-gpus to bound it, or `harch-worker analyze` for one layout"
@@ -245,10 +249,10 @@ fn print_candidate(what: &str, c: &Candidate) {
     outln!(
         "    {fits}: weights {} per GPU, KV budget {}, {} decode requests per replica (batch {})",
         c.weights_bytes_per_gpu
-            .map(super::verdict::human_bytes)
+            .map(super::units::bytes)
             .unwrap_or_default(),
         c.kv_budget_bytes
-            .map(super::verdict::human_bytes)
+            .map(super::units::bytes)
             .unwrap_or_default(),
         c.max_decode_requests
             .map(harch_worker::text::group_digits)

@@ -20,9 +20,13 @@ pub struct Args {
     pub image: Option<harch_engine::ImageSize>,
     #[command(flatten)]
     pub what_if: crate::cmd::whatif::WhatIfArgs,
+    /// Exact integers instead of human units (B for billions of parameters, GiB, GFLOP).
+    #[arg(long)]
+    pub bytes: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::cmd::units::set_exact(args.bytes);
     let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     let crate::cmd::whatif::Evaluated { ir, a, edits } =
         args.what_if
@@ -83,8 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "block",
         "layers",
         "params",
-        "KV B/token",
-        "state B/seq"
+        "KV / token",
+        "state / seq"
     );
     for g in &sum.groups {
         outln!(
@@ -92,69 +96,83 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             g.stack,
             g.block,
             g.layers,
-            group_digits(g.params),
-            group_digits(g.kv_bytes_per_token),
-            group_digits(g.state_bytes_per_sequence)
+            count(g.params),
+            bytes(g.kv_bytes_per_token),
+            bytes(g.state_bytes_per_sequence)
         );
     }
     outln!();
-    let rows: [(&str, &str, i128); 10] = [
-        ("params total", "params_total", sum.params_total),
-        ("params active / token", "params_active", sum.params_active),
+    let rows: [(&str, &str, i128, fn(i128) -> String); 10] = [
+        ("params total", "params_total", sum.params_total, count),
+        (
+            "params active / token",
+            "params_active",
+            sum.params_active,
+            count,
+        ),
         (
             "  with embedding",
             "params_active_with_embedding",
             sum.params_active_with_embedding,
+            count,
         ),
-        ("params in MTP", "params_mtp", sum.params_mtp),
-        ("weight bytes", "weight_bytes", sum.weight_bytes),
-        ("weight tensors", "weight_tensors", sum.weight_tensors),
+        ("params in MTP", "params_mtp", sum.params_mtp, count),
+        ("weight bytes", "weight_bytes", sum.weight_bytes, bytes),
+        (
+            "weight tensors",
+            "weight_tensors",
+            sum.weight_tensors,
+            group_digits,
+        ),
         (
             "KV bytes / token",
             "kv_bytes_per_token",
             sum.kv_bytes_per_token,
+            bytes,
         ),
         (
             "windowed KV bytes / token",
             "kv_window_bytes_per_token",
             sum.kv_window_bytes_per_token,
+            bytes,
         ),
         (
             "state bytes / sequence",
             "state_bytes_per_sequence",
             sum.state_bytes_per_sequence,
+            bytes,
         ),
         (
             "decode FLOPs / token",
             "decode_flops_per_token",
             sum.decode_flops_per_token,
+            flops,
         ),
     ];
-    for (k, q, v) in rows {
+    for (k, q, v, fmt) in rows {
         let at = if q == "decode_flops_per_token" {
             format!("   (one token attending {} positions)", sum.context)
         } else {
             String::new()
         };
-        outln!("{k:<28} {:>24}{at}{}", group_digits(v), label(q));
+        outln!("{k:<28} {:>24}{at}{}", fmt(v), label(q));
     }
     outln!(
         "{:<28} {:>24}   (one sequence of {} tokens, logits at every position){}",
         "prefill FLOPs",
-        group_digits(sum.prefill_flops),
+        flops(sum.prefill_flops),
         sum.context,
         label("prefill_flops")
     );
     for (d, b) in &sum.weight_bytes_by_dtype {
-        outln!("{:<28} {:>24}", format!("  bytes {d}"), group_digits(*b));
+        outln!("{:<28} {:>24}", format!("  bytes {d}"), bytes(*b));
+    }
+    if !args.bytes {
+        outln!("(human units; --bytes for exact integers, --json for every figure)");
     }
     if !sum.encoders.is_empty() {
         outln!();
-        outln!(
-            "{:<28} {:>24}",
-            "text model params",
-            group_digits(sum.params_text)
-        );
+        outln!("{:<28} {:>24}", "text model params", count(sum.params_text));
         for e in &sum.encoders {
             outln!(
                 "encoder of `{}` at {}x{} ({} patches, {} tokens per image)",
@@ -164,17 +182,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 group_digits(e.patches),
                 group_digits(e.tokens_per_image)
             );
-            outln!("{:<28} {:>24}", "  params", group_digits(e.params));
-            outln!(
-                "{:<28} {:>24}",
-                "  weight bytes",
-                group_digits(e.weight_bytes)
-            );
-            outln!(
-                "{:<28} {:>24}",
-                "  FLOPs / image",
-                group_digits(e.flops_per_image)
-            );
+            outln!("{:<28} {:>24}", "  params", count(e.params));
+            outln!("{:<28} {:>24}", "  weight bytes", bytes(e.weight_bytes));
+            outln!("{:<28} {:>24}", "  FLOPs / image", flops(e.flops_per_image));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -192,42 +202,52 @@ fn print_changes(b: &harch_engine::analysis::Summary, a: &harch_engine::analysis
         let (p, kv) = old.map_or((0, 0), |o| (o.params, o.kv_bytes_per_token));
         if p != g.params || kv != g.kv_bytes_per_token {
             outln!(
-                "  {}[{}]: params {} → {}, KV B/token {} → {}",
+                "  {}[{}]: params {} → {}, KV / token {} → {}",
                 g.stack,
                 g.block,
-                group_digits(p),
-                group_digits(g.params),
-                group_digits(kv),
-                group_digits(g.kv_bytes_per_token)
+                count(p),
+                count(g.params),
+                bytes(kv),
+                bytes(g.kv_bytes_per_token)
             );
         }
     }
-    for (k, old, new) in [
-        ("params total", b.params_total, a.params_total),
-        ("params active / token", b.params_active, a.params_active),
-        ("weight bytes", b.weight_bytes, a.weight_bytes),
+    let rows: [(&str, i128, i128, fn(i128) -> String); 7] = [
+        ("params total", b.params_total, a.params_total, count),
+        (
+            "params active / token",
+            b.params_active,
+            a.params_active,
+            count,
+        ),
+        ("weight bytes", b.weight_bytes, a.weight_bytes, bytes),
         (
             "KV bytes / token",
             b.kv_bytes_per_token,
             a.kv_bytes_per_token,
+            bytes,
         ),
         (
             "state bytes / sequence",
             b.state_bytes_per_sequence,
             a.state_bytes_per_sequence,
+            bytes,
         ),
         (
             "decode FLOPs / token",
             b.decode_flops_per_token,
             a.decode_flops_per_token,
+            flops,
         ),
-        ("prefill FLOPs", b.prefill_flops, a.prefill_flops),
-    ] {
+        ("prefill FLOPs", b.prefill_flops, a.prefill_flops, flops),
+    ];
+    for (k, old, new, fmt) in rows {
         if old != new {
-            outln!("  {k}: {} → {}", group_digits(old), group_digits(new));
+            outln!("  {k}: {} → {}", fmt(old), fmt(new));
         }
     }
     outln!();
 }
 
+use crate::cmd::units::{bytes, count, flops};
 use harch_worker::text::group_digits;
