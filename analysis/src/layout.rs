@@ -143,6 +143,30 @@ pub struct LayoutSpec {
     pub mesh: Option<Mesh>,
 }
 
+/// Every name `LayoutSpec::parse` takes before `=`.
+const PART_NAMES: [&str; 14] = [
+    "attn",
+    "attention",
+    "ffn",
+    "dense",
+    "mlp",
+    "moe",
+    "experts",
+    "vocab",
+    "embed",
+    "head",
+    "pp",
+    "gpus",
+    "dispatch",
+    "mesh",
+];
+
+fn did_you_mean(name: &str, known: &[&str]) -> String {
+    harch_engine::diag::closest(name, known.iter().copied())
+        .map(|c| format!("; did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
 fn parse_degrees(part: &str, text: &str) -> Result<GivenDegrees, LayoutError> {
     let mut g = GivenDegrees::default();
     let mut rest = text;
@@ -180,7 +204,10 @@ fn parse_degrees(part: &str, text: &str) -> Result<GivenDegrees, LayoutError> {
             "ep" => &mut g.ep,
             other => {
                 return err(
-                    format!("`{part}={text}`: unknown degree `{other}`"),
+                    format!(
+                        "`{part}={text}`: unknown degree `{other}`{}",
+                        did_you_mean(other, &["tp", "dp", "ep"])
+                    ),
                     Some("degrees are tp (tensor), dp (data), ep (expert)"),
                 );
             }
@@ -228,19 +255,35 @@ impl LayoutSpec {
                     s.dispatch = Some(match v {
                         "a2a" | "all_to_all" | "alltoall" => Dispatch::AllToAll,
                         "allgather" | "all_gather" => Dispatch::AllGather,
-                        _ => return err(format!("`dispatch={v}`: a2a or allgather"), None),
+                        _ => {
+                            return err(
+                                format!(
+                                    "`dispatch={v}`: a2a or allgather{}",
+                                    did_you_mean(v, &["a2a", "allgather"])
+                                ),
+                                None,
+                            );
+                        }
                     })
                 }
                 "mesh" => {
                     s.mesh = Some(match v {
                         "tp-inner" => Mesh::TpInner,
                         "tp-outer" => Mesh::TpOuter,
-                        _ => return err(format!("`mesh={v}`: tp-inner or tp-outer"), None),
+                        _ => {
+                            return err(
+                                format!(
+                                    "`mesh={v}`: tp-inner or tp-outer{}",
+                                    did_you_mean(v, &["tp-inner", "tp-outer"])
+                                ),
+                                None,
+                            );
+                        }
                     })
                 }
                 other => {
                     return err(
-                        format!("unknown part `{other}`"),
+                        format!("unknown part `{other}`{}", did_you_mean(other, &PART_NAMES)),
                         Some("parts: attn, ffn, moe, vocab; settings: pp, gpus, dispatch, mesh"),
                     );
                 }
@@ -492,6 +535,23 @@ mod tests {
         // The GPU count follows from the layout when not given.
         assert_eq!(resolve("attn=tp8", None).unwrap().gpus, 8);
         assert_eq!(resolve("attn=tp2,pp=2", Some(8)).unwrap().attn.dp, 2);
+    }
+
+    #[test]
+    fn layout_typos_get_a_did_you_mean() {
+        let msg = |s: &str| LayoutSpec::parse(s).unwrap_err().message;
+        assert!(
+            msg("atn=tp8").contains("did you mean `attn`?"),
+            "{}",
+            msg("atn=tp8")
+        );
+        assert!(msg("moe=ee8").contains("unknown degree `ee`; did you mean `ep`?"));
+        assert!(msg("attn=tp8,dispatch=allgathr").contains("did you mean `allgather`?"));
+        assert!(msg("attn=tp8,mesh=tp-outr").contains("did you mean `tp-outer`?"));
+        // Nothing close: no guess, the hint lists the parts.
+        let e = LayoutSpec::parse("zzzzzz=tp8").unwrap_err();
+        assert!(!e.message.contains("did you mean"), "{}", e.message);
+        assert!(e.hint.unwrap().contains("parts: attn"));
     }
 
     #[test]

@@ -255,35 +255,10 @@ fn article(word: &str) -> &'static str {
 }
 
 fn suggest(name: &str, known: Vec<&str>) -> String {
-    let close: Vec<&str> = known
-        .iter()
-        .copied()
-        .filter(|k| k.contains(name) || name.contains(k) || strsim_close(name, k))
-        .collect();
-    if close.is_empty() {
-        format!("; components: {}", known.join(", "))
-    } else {
-        format!("; did you mean {}?", close.join(", "))
+    match harch_engine::diag::closest(name, known.iter().copied()) {
+        Some(c) => format!("; did you mean {c}?"),
+        None => format!("; components: {}", known.join(", ")),
     }
-}
-
-/// Edit distance at most 2 (typos, a letter dropped or swapped).
-fn strsim_close(a: &str, b: &str) -> bool {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    if a.len().abs_diff(b.len()) > 2 {
-        return false;
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()] <= 2
 }
 
 #[cfg(test)]
@@ -317,11 +292,5 @@ mod tests {
         );
         assert!(parse_bind("a b=1").is_err());
         assert!(parse_bind("=1").is_err());
-    }
-
-    #[test]
-    fn close_names_are_suggested() {
-        assert!(strsim_close("mla_atention", "mla_attention"));
-        assert!(!strsim_close("gqa_attention", "swiglu_mlp"));
     }
 }
