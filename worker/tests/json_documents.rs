@@ -90,6 +90,21 @@ fn the_documented_fields_are_in_each_document() {
             ],
         ),
         (
+            "compare --slot",
+            &[
+                "compare",
+                "--slot",
+                "attention",
+                "deepseek-ai/DeepSeek-V3",
+                "Qwen/Qwen3-Next-80B-A3B",
+                "--hidden",
+                "7168",
+                "--gpu",
+                "b200",
+                "--json",
+            ],
+        ),
+        (
             "analyze",
             &[
                 "analyze",

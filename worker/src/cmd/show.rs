@@ -50,9 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["gap_report_error"] = serde_json::json!(why);
         }
         v["dims"] = serde_json::to_value(crate::cmd::dims::dims(&ir, &a))?;
-        if let Some(b) = &before {
-            v["before"] = serde_json::to_value(b)?;
-        }
+        v["before"] = serde_json::to_value(&before)?;
         crate::cmd::whatif::annotate(&mut v, &edits);
         v["architecture"] = crate::cmd::dims::config_facts(&s.truth.config)
             .into_iter()
