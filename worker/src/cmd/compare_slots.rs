@@ -114,6 +114,8 @@ pub fn run(models: &[String], c: &Contract, json: bool, exact: bool) -> anyhow::
     let count = |v: i128| {
         if exact {
             harch_worker::text::group_digits(v)
+        } else if v.abs() >= 1_000_000_000_000 {
+            format!("{:.2} T", v as f64 / 1e12)
         } else if v.abs() >= 1_000_000_000 {
             format!("{:.2} G", v as f64 / 1e9)
         } else if v.abs() >= 1_000_000 {
