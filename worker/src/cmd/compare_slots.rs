@@ -218,9 +218,9 @@ pub fn run(models: &[String], c: &Contract, json: bool, exact: bool) -> anyhow::
 
 /// `1K`, `32K`, `1M` for powers of two of those sizes, else the digits.
 fn short(n: u64) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1024 && n % 1024 == 0 {
+    } else if n >= 1024 && n.is_multiple_of(1024) {
         format!("{}K", n >> 10)
     } else {
         harch_worker::text::group_digits(n as i128)

@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     outln!();
-    let rows: [(&str, &str, i128, fn(i128) -> String); 10] = [
+    let rows: [(&str, &str, i128, Fmt); 10] = [
         ("params total", "params_total", sum.params_total, count),
         (
             "params active / token",
@@ -210,7 +210,7 @@ fn print_changes(b: &harch_engine::analysis::Summary, a: &harch_engine::analysis
             );
         }
     }
-    let rows: [(&str, i128, i128, fn(i128) -> String); 7] = [
+    let rows: [(&str, i128, i128, Fmt); 7] = [
         ("params total", b.params_total, a.params_total, count),
         (
             "params active / token",
@@ -248,4 +248,7 @@ fn print_changes(b: &harch_engine::analysis::Summary, a: &harch_engine::analysis
 }
 
 use crate::cmd::units::{bytes, count, flops};
+
+/// How a figure is written (human units, or digits).
+type Fmt = fn(i128) -> String;
 use harch_worker::text::group_digits;
