@@ -1,25 +1,9 @@
 //! `harch-worker analyze` and `explain` of deployment figures as a user runs them: the JSON
 //! fields, the human table, exit codes, sweeps written as CSV and SVG.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod harch_cli;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harch_cli::run;
 
 const ANCHOR: &[&str] = &[
     "deepseek-ai/DeepSeek-V3",

@@ -2,32 +2,12 @@
 //! `plan` names layouts, inputs are taken as people type them (did-you-mean, `32K`, GPU
 //! aliases), what-if runs say so.
 
+mod harch_cli;
+
+use harch_cli::{json, root, run};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
-        .current_dir(root())
-        .env("HARCH_INVENTORY_CACHE", "off")
-        // A model id that is not bundled is fetched online; these tests stay offline.
-        .env("HF_HUB_OFFLINE", "1")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
 
 #[test]
 fn a_deployment_that_does_not_fit_says_what_overflows_and_gives_no_throughput() {

@@ -2,22 +2,13 @@
 //! document the command prints (and the document is one JSON value), so the reference and the
 //! output cannot drift apart.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod harch_cli;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use harch_cli::root;
 
 fn run(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
-        .current_dir(root())
-        .env("HARCH_INVENTORY_CACHE", "off")
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+    let (_, out, err) = harch_cli::run(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}{err}"))
 }
 
 /// Every key anywhere in a document.

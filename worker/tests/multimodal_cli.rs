@@ -1,26 +1,9 @@
 //! `show` and `analyze` on a vision-language checkpoint: the text model and the encoder apart,
 //! an image resolution chosen on the command line, images in the prompt.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod harch_cli;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
-        .current_dir(root())
-        .env("HARCH_INVENTORY_CACHE", "off")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harch_cli::run;
 
 #[test]
 fn show_reports_the_text_model_and_the_encoder_apart() {

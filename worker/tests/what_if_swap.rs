@@ -2,8 +2,9 @@
 //! another component and dims bound to values, evaluated as any spec is; components compared
 //! per layer at a fixed contract.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod harch_cli;
+
+use harch_cli::run;
 
 const V3: &str = "deepseek-ai/DeepSeek-V3";
 const V32: &str = "deepseek-ai/DeepSeek-V3.2";
@@ -17,21 +18,6 @@ const DSA: [&str; 8] = [
     "--bind",
     "n_index_topk=2048",
 ];
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harch-worker"))
-        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .env("HARCH_INVENTORY_CACHE", "off")
-        .env("HF_HUB_OFFLINE", "1")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 fn json(args: &[&str]) -> serde_json::Value {
     let (code, out, err) = run(args);
