@@ -30,6 +30,7 @@ mod error;
 mod kimi;
 mod openai;
 mod outcome;
+mod tls;
 mod transcript;
 
 pub use backend::{AgentBackend, AgentLimits, AgentRequest, Credentials};

@@ -105,6 +105,7 @@ impl Hub {
         retry: RetryPolicy,
         deadline: Option<Duration>,
     ) -> Result<Hub, FetchError> {
+        crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("harch-worker/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(timeout.min(Duration::from_secs(10)))

@@ -15,6 +15,7 @@ mod client;
 mod error;
 mod fetch;
 mod headers;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -392,14 +392,33 @@ pub const BUNDLE_TRAILER: &str = "Harch-Bundle:";
 /// hashes a blob. Equal bundles have equal ids on every machine, so a publish can tell that the
 /// branch already carries what it would commit.
 pub fn bundle_id(files: &BTreeMap<String, Vec<u8>>) -> String {
-    let blob = |bytes: &[u8]| {
-        git2::Oid::hash_object(git2::ObjectType::Blob, bytes)
-            .map(|o| o.to_string())
-            .unwrap_or_default()
-    };
+    let blob = blob_id;
     let mut listing = String::new();
     for (path, bytes) in files {
         listing.push_str(&format!("{} {path}\n", blob(bytes)));
     }
     blob(listing.as_bytes())
+}
+
+/// The id git gives `bytes` as a blob (`git hash-object`).
+fn blob_id(bytes: &[u8]) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    h.digest().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blob_ids_are_gits() {
+        assert_eq!(
+            super::blob_id(b""),
+            "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+        );
+        assert_eq!(
+            super::blob_id(b"hello\n"),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
+    }
 }

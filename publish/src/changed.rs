@@ -8,40 +8,69 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use harch_engine::Repo;
 
 use super::md::cell;
 use super::recheck::{self, Recheck, TruthOptions};
 
 /// Paths changed between the merge base of `base` and HEAD, and HEAD, in the git repository
-/// at `root`.
+/// at `root` (both sides of a rename).
 pub fn changed_paths(root: &Path, base: &str) -> anyhow::Result<Vec<String>> {
-    let repo = git2::Repository::discover(root)
-        .with_context(|| format!("{} is not in a git repository", root.display()))?;
-    let base_commit = repo
-        .revparse_single(base)
-        .and_then(|o| o.peel_to_commit())
-        .with_context(|| format!("no commit `{base}`: fetch the base branch first"))?;
-    let head = repo
-        .head()
-        .and_then(|h| h.peel_to_commit())
-        .context("HEAD is not a commit")?;
-    let merge_base = repo
-        .merge_base(base_commit.id(), head.id())
-        .with_context(|| format!("`{base}` and HEAD share no history"))?;
-    let old = repo.find_commit(merge_base)?.tree()?;
-    let new = head.tree()?;
-    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
-    let mut out = BTreeSet::new();
-    for d in diff.deltas() {
-        for f in [d.old_file().path(), d.new_file().path()]
-            .into_iter()
-            .flatten()
-        {
-            out.insert(f.to_string_lossy().replace('\\', "/"));
-        }
+    let git = |args: &[&str]| -> anyhow::Result<std::process::Output> {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("LC_ALL", "C")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("cannot run git: validate-changed needs the git command line on PATH")
+    };
+    let text = |o: std::process::Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let inside = git(&["rev-parse", "--is-inside-work-tree"])?;
+    if !inside.status.success() {
+        bail!("{} is not in a git repository", root.display());
     }
+    let base_commit = git(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{base}^{{commit}}"),
+    ])?;
+    if !base_commit.status.success() {
+        bail!("no commit `{base}`: fetch the base branch first");
+    }
+    let base_commit = text(base_commit);
+    let head = git(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
+    if !head.status.success() {
+        bail!("HEAD is not a commit");
+    }
+    let merge_base = git(&["merge-base", &base_commit, &text(head)])?;
+    if !merge_base.status.success() {
+        bail!("`{base}` and HEAD share no history");
+    }
+    let diff = git(&[
+        "diff",
+        "--name-only",
+        "--no-renames",
+        "-z",
+        &text(merge_base),
+        "HEAD",
+        "--",
+    ])?;
+    if !diff.status.success() {
+        bail!(
+            "git diff failed: {}",
+            String::from_utf8_lossy(&diff.stderr).trim()
+        );
+    }
+    let out: BTreeSet<String> = diff
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).replace('\\', "/"))
+        .collect();
     Ok(out.into_iter().collect())
 }
 

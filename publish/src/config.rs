@@ -8,8 +8,8 @@ use anyhow::bail;
 use super::PublishError;
 use harch_jobs::config::{AgentSettings, PublishSettings};
 
-/// The publishing token. Only [`Token::expose`] reveals it, and only libgit2's credential
-/// callback and octocrab's authorization header call it.
+/// The publishing token. Only [`Token::expose`] reveals it, and only the git credential
+/// helper's environment and the GitHub client's authorization header call it.
 #[derive(Clone)]
 pub struct Token(String);
 
@@ -76,6 +76,20 @@ impl Target {
 /// The deterministic branch of a model (`harch/` + `deepseek-ai__DeepSeek-V3`).
 pub fn branch_name(prefix: &str, model_id: &str) -> String {
     format!("{prefix}{}", model_slug(model_id))
+}
+
+/// Whether git accepts `name` as a reference (the rules of `git check-ref-format`).
+pub fn is_valid_ref(name: &str) -> bool {
+    let bad_char = |c: char| c.is_ascii_control() || " ~^:?*[\\".contains(c);
+    !name.is_empty()
+        && name != "@"
+        && !name.contains("..")
+        && !name.contains("@{")
+        && !name.chars().any(bad_char)
+        && !name.ends_with('.')
+        && name
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.ends_with(".lock"))
 }
 
 /// `org/name` → `org__name`, the name used for branches and provenance files.
@@ -211,11 +225,11 @@ pub fn check(s: &PublishSettings, agent: &AgentSettings) -> anyhow::Result<()> {
         );
     }
     let base = s.base_branch.trim();
-    if base.is_empty() || !git2::Reference::is_valid_name(&format!("refs/heads/{base}")) {
+    if base.is_empty() || !is_valid_ref(&format!("refs/heads/{base}")) {
         bail!("publish.base_branch `{base}` is not a branch name");
     }
     let probe = branch_name(&s.branch_prefix, "org/name");
-    if !git2::Reference::is_valid_name(&format!("refs/heads/{probe}")) {
+    if !is_valid_ref(&format!("refs/heads/{probe}")) {
         bail!(
             "publish.branch_prefix `{}` does not make valid branch names",
             s.branch_prefix
@@ -327,6 +341,31 @@ mod tests {
             }
             let err = check(&bad, &s.agent).unwrap_err().to_string();
             assert!(err.contains(needle), "{field}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn ref_names_follow_git_check_ref_format() {
+        for good in [
+            "refs/heads/main",
+            "refs/heads/harch/org__name",
+            "refs/heads/v1.2",
+        ] {
+            assert!(is_valid_ref(good), "{good}");
+        }
+        for bad in [
+            "refs/heads/a..b",
+            "refs/heads/a b",
+            "refs/heads/.hidden",
+            "refs/heads/x.lock",
+            "refs/heads/",
+            "refs/heads//x",
+            "refs/heads/x.",
+            "refs/heads/a@{1}",
+            "refs/heads/a:b",
+            "refs/heads/a~1",
+        ] {
+            assert!(!is_valid_ref(bad), "{bad}");
         }
     }
 }

@@ -3,8 +3,8 @@
 //! by the runner with backoff; permanent (the token, the permissions, the repository, a protected
 //! or diverged branch, a spec that does not validate) needs a person.
 
-/// A publishing failure. Messages never contain the token: it is only ever handed to libgit2's
-/// credential callback and to octocrab's authorization header.
+/// A publishing failure. Messages never contain the token: it is only ever handed to the git
+/// credential helper's environment and to the GitHub client's authorization header.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PublishError {
     #[error("{0}")]

@@ -1,31 +1,53 @@
-//! The spec repository through libgit2: a bare local clone (no work tree to leave dirty) that
-//! fetches the base branch, builds the model's branch as one commit on top of it, and
-//! force-pushes that branch with a lease, authenticating with the token only in the credential
-//! callback (never in the URL, the config or a message).
+//! The spec repository through the git command line: a bare local clone (no work tree to leave
+//! dirty) that fetches the base branch, builds the model's branch as one commit on top of it,
+//! and force-pushes that branch with a lease. The token reaches git only through a credential
+//! helper that reads it from the child's environment: never in the URL, the config, an argument
+//! or a message.
 //!
 //! Idempotence: the commit carries a `Harch-Bundle:` trailer naming its content. When the remote
 //! branch already carries the same bundle, nothing is committed or pushed; when it carries a
 //! commit harch did not make, the branch is left alone (a person's work is never overwritten).
 
-use std::cell::{Cell, RefCell};
+mod cmd;
+
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-
-use git2::{
-    CredentialType, Direction, ErrorClass, ErrorCode, FetchOptions, ObjectType, Oid, PushOptions,
-    RemoteCallbacks, Repository, Signature,
-};
 
 use super::PublishError;
 use super::bundle::BUNDLE_TRAILER;
 use super::config::Token;
+use cmd::{Git, Output};
+pub use cmd::{classify_rejection, git_error};
+
+/// A commit or tree id, as git prints it (40 hex digits).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Oid(String);
+
+impl Oid {
+    /// The id in `text`, when it is one.
+    pub fn parse(text: &str) -> Option<Oid> {
+        let t = text.trim();
+        (t.len() >= 40 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| Oid(t.to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Oid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A bare clone of the spec repository, locked for this process while it is open.
 pub struct SpecRepo {
-    repo: Repository,
+    git: Git,
     url: String,
-    token: Option<Token>,
     _lock: File,
 }
 
@@ -75,26 +97,28 @@ impl SpecRepo {
             .map_err(|e| {
                 PublishError::transient(format!("locking {}: {e}", lock_path.display()))
             })?;
-        let repo = if dir.join("HEAD").is_file() {
-            Repository::open_bare(dir).map_err(|e| {
-                PublishError::permanent(format!(
+        let git = Git::new(dir, token);
+        if dir.join("HEAD").is_file() {
+            let out = git.run(&["rev-parse", "--is-bare-repository"], None)?;
+            if !out.ok() || out.stdout.trim() != "true" {
+                return Err(PublishError::permanent(format!(
                     "{} is not a bare git repository ({}); remove it or point publish.clone_dir elsewhere",
                     dir.display(),
-                    e.message()
-                ))
-            })?
+                    out.stderr_line()
+                )));
+            }
         } else if dir.exists() && dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
             return Err(PublishError::permanent(format!(
                 "{} exists and is not a git repository; point publish.clone_dir at an empty or new directory",
                 dir.display()
             )));
         } else {
-            Repository::init_bare(dir).map_err(|e| git_error("creating the local clone", &e))?
-        };
+            let out = Git::bare_init(dir)?;
+            out.check("creating the local clone")?;
+        }
         Ok(SpecRepo {
-            repo,
+            git,
             url: url.to_string(),
-            token,
             _lock: lock,
         })
     }
@@ -102,53 +126,53 @@ impl SpecRepo {
     /// Asks the remote where `base` and `branch` are, and fetches both into
     /// `refs/remotes/origin/`.
     pub fn fetch(&self, base: &str, branch: &str) -> Result<RemoteState, PublishError> {
-        let mut remote = self
-            .repo
-            .remote_anonymous(&self.url)
-            .map_err(|e| git_error("configuring the remote", &e))?;
-        let tried = Cell::new(false);
-        let heads: BTreeMap<String, Oid> = {
-            let conn = remote
-                .connect_auth(Direction::Fetch, Some(self.callbacks(&tried)), None)
-                .map_err(|e| self.remote_error("connecting to", &e))?;
-            conn.list()
-                .map_err(|e| self.remote_error("listing branches of", &e))?
-                .iter()
-                .map(|h| (h.name().to_string(), h.oid()))
-                .collect()
-        };
+        let listed = self
+            .git
+            .remote(&["ls-remote", "--heads", "--", &self.url], None)?;
+        listed.check_remote("listing branches of", &self.url)?;
+        let heads: BTreeMap<&str, Oid> = listed
+            .stdout
+            .lines()
+            .filter_map(|l| {
+                let (oid, name) = l.split_once('\t')?;
+                Some((name.trim(), Oid::parse(oid)?))
+            })
+            .collect();
         let base_ref = format!("refs/heads/{base}");
         let branch_ref = format!("refs/heads/{branch}");
-        let Some(base_oid) = heads.get(&base_ref).copied() else {
+        let Some(base_oid) = heads.get(base_ref.as_str()).cloned() else {
             return Err(PublishError::permanent(format!(
                 "the base branch `{base}` does not exist in {}: set publish.base_branch to a branch of the spec repository",
                 self.url
             )));
         };
-        let branch_oid = heads.get(&branch_ref).copied();
-        let mut specs = vec![format!("+{base_ref}:refs/remotes/origin/{base}")];
+        let branch_oid = heads.get(branch_ref.as_str()).cloned();
+        let mut args = vec![
+            "fetch".to_string(),
+            "--no-tags".into(),
+            "--no-write-fetch-head".into(),
+            "--".into(),
+            self.url.clone(),
+            format!("+{base_ref}:refs/remotes/origin/{base}"),
+        ];
         if branch_oid.is_some() {
-            specs.push(format!("+{branch_ref}:refs/remotes/origin/{branch}"));
+            args.push(format!("+{branch_ref}:refs/remotes/origin/{branch}"));
         }
-        let tried = Cell::new(false);
-        let mut fo = FetchOptions::new();
-        fo.remote_callbacks(self.callbacks(&tried));
-        remote
-            .fetch(&specs, Some(&mut fo), None)
-            .map_err(|e| self.remote_error("fetching from", &e))?;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.git
+            .remote(&args, None)?
+            .check_remote("fetching from", &self.url)?;
         Ok(RemoteState {
             base: base_oid,
             branch: branch_oid,
         })
     }
 
-    /// Whether the base commit's tree has a file at `path`.
-    pub fn has_path(&self, commit: Oid, path: &str) -> bool {
-        self.repo
-            .find_commit(commit)
-            .and_then(|c| c.tree())
-            .and_then(|t| t.get_path(Path::new(path)))
-            .is_ok()
+    /// Whether the commit's tree has a file at `path`.
+    pub fn has_path(&self, commit: &Oid, path: &str) -> bool {
+        self.git
+            .run(&["cat-file", "-e", &format!("{commit}:{path}")], None)
+            .is_ok_and(|o| o.ok())
     }
 
     /// Makes the remote `branch` carry `files` on top of the base, committing and pushing only
@@ -165,251 +189,233 @@ impl SpecRepo {
             bundle_id,
             author,
         } = *plan;
-        if let Some(tip) = state.branch
+        if let Some(tip) = &state.branch
             && self.bundle_on_branch(tip, branch)?.as_deref() == Some(bundle_id)
         {
-            return Ok(BranchOutcome::Unchanged { commit: tip });
+            return Ok(BranchOutcome::Unchanged {
+                commit: tip.clone(),
+            });
         }
-        let base = self
-            .repo
-            .find_commit(state.base)
-            .map_err(|e| git_error("reading the base commit", &e))?;
-        let base_tree = base
-            .tree()
-            .map_err(|e| git_error("reading the base tree", &e))?;
-        let mut update = git2::build::TreeUpdateBuilder::new();
-        for (path, bytes) in files {
-            let oid = self
-                .repo
-                .blob(bytes)
-                .map_err(|e| git_error("writing a blob", &e))?;
-            update.upsert(path.as_str(), oid, git2::FileMode::Blob);
-        }
-        let tree_oid = update
-            .create_updated(&self.repo, &base_tree)
-            .map_err(|e| git_error("building the tree", &e))?;
-        if tree_oid == base_tree.id() {
+        check_identity(author)?;
+        let base_tree = self.oid(
+            &["rev-parse", &format!("{}^{{tree}}", state.base)],
+            "reading the base tree",
+        )?;
+        let tree = self.tree_with(&state.base, files)?;
+        if tree == base_tree {
             return Ok(BranchOutcome::InBase);
         }
-        let tree = self
-            .repo
-            .find_tree(tree_oid)
-            .map_err(|e| git_error("reading the new tree", &e))?;
-        let sig = Signature::now(author.0, author.1).map_err(|e| {
-            PublishError::permanent(format!(
-                "publish.author_name / author_email are not a valid git identity: {}",
-                e.message()
-            ))
-        })?;
-        let commit = self
-            .repo
-            .commit(None, &sig, &sig, message, &tree, &[&base])
-            .map_err(|e| git_error("committing", &e))?;
+        let commit = self.git.run_env(
+            &[
+                "commit-tree",
+                "--no-gpg-sign",
+                tree.as_str(),
+                "-p",
+                state.base.as_str(),
+            ],
+            Some(message.as_bytes()),
+            &[
+                ("GIT_AUTHOR_NAME", author.0),
+                ("GIT_AUTHOR_EMAIL", author.1),
+                ("GIT_COMMITTER_NAME", author.0),
+                ("GIT_COMMITTER_EMAIL", author.1),
+            ],
+        )?;
+        commit.check("committing")?;
+        let commit = Oid::parse(&commit.stdout)
+            .ok_or_else(|| PublishError::permanent("committing: git printed no commit id"))?;
         let local = format!("refs/heads/{branch}");
-        self.repo
-            .reference(&local, commit, true, "harch publish")
-            .map_err(|e| git_error("updating the local branch", &e))?;
-        self.push(branch, state.branch)?;
+        self.git
+            .run(&["update-ref", &local, commit.as_str()], None)?
+            .check("updating the local branch")?;
+        self.push(branch, state.branch.as_ref())?;
         Ok(BranchOutcome::Pushed {
             commit,
             created: state.branch.is_none(),
         })
     }
 
+    /// The tree of `base` with `files` written over it, built in a private index so nothing
+    /// else in the clone changes.
+    fn tree_with(
+        &self,
+        base: &Oid,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Oid, PublishError> {
+        let mut entries = Vec::new();
+        for (path, bytes) in files {
+            let blob = self
+                .git
+                .run(&["hash-object", "-w", "--stdin"], Some(bytes))?;
+            blob.check("writing a blob")?;
+            let blob = Oid::parse(&blob.stdout)
+                .ok_or_else(|| PublishError::permanent("writing a blob: git printed no id"))?;
+            entries.extend_from_slice(format!("100644 blob {blob}\t{path}\0").as_bytes());
+        }
+        let index = tempfile::NamedTempFile::new_in(self.git.dir()).map_err(|e| {
+            PublishError::transient(format!("creating an index in the local clone: {e}"))
+        })?;
+        let index_path = index.path().to_string_lossy().into_owned();
+        let env = [("GIT_INDEX_FILE", index_path.as_str())];
+        // An empty file is not an index: read-tree writes it afresh.
+        std::fs::remove_file(index.path()).ok();
+        self.git
+            .run_env(&["read-tree", base.as_str()], None, &env)?
+            .check("reading the base tree")?;
+        self.git
+            .run_env(
+                &["update-index", "-z", "--add", "--index-info"],
+                Some(&entries),
+                &env,
+            )?
+            .check("building the tree")?;
+        let tree = self.git.run_env(&["write-tree"], None, &env)?;
+        tree.check("building the tree")?;
+        Oid::parse(&tree.stdout)
+            .ok_or_else(|| PublishError::permanent("building the tree: git printed no id"))
+    }
+
+    fn oid(&self, args: &[&str], what: &str) -> Result<Oid, PublishError> {
+        let out = self.git.run(args, None)?;
+        out.check(what)?;
+        Oid::parse(&out.stdout)
+            .ok_or_else(|| PublishError::permanent(format!("{what}: git printed no id")))
+    }
+
     /// The bundle id of the harch commit at the head of the remote branch (merges of the base
     /// into it, as GitHub's "Update branch" makes, are looked through). A commit without the
     /// trailer is someone else's work: a permanent error, never overwritten.
-    fn bundle_on_branch(&self, tip: Oid, branch: &str) -> Result<Option<String>, PublishError> {
-        let mut commit = self
-            .repo
-            .find_commit(tip)
-            .map_err(|e| git_error("reading the branch", &e))?;
-        while commit.parent_count() > 1 {
-            commit = commit
-                .parent(0)
-                .map_err(|e| git_error("reading the branch history", &e))?;
+    fn bundle_on_branch(&self, tip: &Oid, branch: &str) -> Result<Option<String>, PublishError> {
+        let mut commit = self.commit(tip)?;
+        let mut id = tip.clone();
+        while commit.parents.len() > 1 {
+            id = commit.parents[0].clone();
+            commit = self.commit(&id)?;
         }
-        let message = commit.message().unwrap_or("");
-        match message
+        match commit
+            .message
             .lines()
             .rev()
             .find_map(|l| l.strip_prefix(BUNDLE_TRAILER))
         {
-            Some(id) => Ok(Some(id.trim().to_string())),
-            None => {
-                let who = commit.author();
-                Err(PublishError::permanent(format!(
-                    "branch `{branch}` has diverged: its commit {} by {} (\"{}\") was not made by harch, and harch will not overwrite it; merge or close its pull request and delete the branch, then retry",
-                    &commit.id().to_string()[..12],
-                    who.name().unwrap_or("?"),
-                    commit
-                        .summary()
-                        .ok()
-                        .flatten()
-                        .unwrap_or("")
-                        .chars()
-                        .take(80)
-                        .collect::<String>()
+            Some(bundle) => Ok(Some(bundle.trim().to_string())),
+            None => Err(PublishError::permanent(format!(
+                "branch `{branch}` has diverged: its commit {} by {} (\"{}\") was not made by harch, and harch will not overwrite it; merge or close its pull request and delete the branch, then retry",
+                &id.as_str()[..12],
+                commit.author,
+                commit
+                    .message
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
+            ))),
+        }
+    }
+
+    fn commit(&self, id: &Oid) -> Result<Commit, PublishError> {
+        let out = self.git.run(&["cat-file", "commit", id.as_str()], None)?;
+        out.check("reading the branch history")?;
+        Ok(Commit::parse(&out.stdout))
+    }
+
+    /// Pushes the local `branch` to the remote one, provided the remote branch is still where
+    /// the fetch saw it (`expected`; None: absent). Reports each rejected ref with the server's
+    /// message.
+    fn push(&self, branch: &str, expected: Option<&Oid>) -> Result<(), PublishError> {
+        let dst = format!("refs/heads/{branch}");
+        let lease = format!(
+            "--force-with-lease={dst}:{}",
+            expected.map(Oid::as_str).unwrap_or("")
+        );
+        let spec = format!("{dst}:{dst}");
+        let out = self.git.remote(
+            &[
+                "push",
+                "--porcelain",
+                "--no-verify",
+                &lease,
+                "--",
+                &self.url,
+                &spec,
+            ],
+            None,
+        )?;
+        // `!<TAB>src:dst<TAB>[rejected] (stale info)` and the like, one line per refused ref.
+        let refused = out.stdout.lines().find_map(|l| {
+            let rest = l.strip_prefix("!\t")?;
+            let (_, summary) = rest.split_once('\t')?;
+            Some(summary.trim().to_string())
+        });
+        match refused {
+            Some(summary) if summary.contains("stale info") => {
+                Err(PublishError::transient(format!(
+                    "branch `{branch}` changed on the remote while publishing (another push raced this one); the retry fetches it again"
                 )))
             }
-        }
-    }
-
-    /// Force-pushes `commit` to `branch`, provided the remote branch is still where the fetch
-    /// saw it (`expected`; None: absent). Reports each rejected ref with the server's message.
-    fn push(&self, branch: &str, expected: Option<Oid>) -> Result<(), PublishError> {
-        let mut remote = self
-            .repo
-            .remote_anonymous(&self.url)
-            .map_err(|e| git_error("configuring the remote", &e))?;
-        let tried = Cell::new(false);
-        let rejected: RefCell<Option<String>> = RefCell::new(None);
-        let moved: Cell<bool> = Cell::new(false);
-        let dst = format!("refs/heads/{branch}");
-        let mut cb = self.callbacks(&tried);
-        cb.push_negotiation(|updates| {
-            for u in updates {
-                if u.dst_refname().ok() == Some(dst.as_str()) {
-                    let now = (!u.src().is_zero()).then(|| u.src());
-                    if now != expected {
-                        moved.set(true);
-                        return Err(git2::Error::from_str(
-                            "the branch moved since it was fetched",
-                        ));
-                    }
-                }
+            Some(summary) => {
+                let reason = summary
+                    .split_once('(')
+                    .map(|(_, r)| r.trim_end_matches(')').trim().to_string())
+                    .unwrap_or(summary.clone());
+                let remote = out.remote_lines();
+                let msg = if remote.is_empty() {
+                    reason
+                } else {
+                    format!("{reason}: {remote}")
+                };
+                Err(classify_rejection(branch, &msg))
             }
-            Ok(())
-        });
-        cb.push_update_reference(|_refname, status| {
-            if let Some(msg) = status {
-                *rejected.borrow_mut() = Some(msg.to_string());
-            }
-            Ok(())
-        });
-        let mut po = PushOptions::new();
-        po.remote_callbacks(cb);
-        let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-        let result = remote.push(&[spec.as_str()], Some(&mut po));
-        if moved.get() {
-            return Err(PublishError::transient(format!(
-                "branch `{branch}` changed on the remote while publishing (another push raced this one); the retry fetches it again"
-            )));
+            None => out.check_remote("pushing to", &self.url),
         }
-        if let Err(e) = result {
-            return Err(self.remote_error("pushing to", &e));
-        }
-        drop(po);
-        if let Some(msg) = rejected.into_inner() {
-            return Err(classify_rejection(branch, &msg));
-        }
-        Ok(())
-    }
-
-    /// Credentials for one operation: the token once, as `x-access-token` (GitHub's user for
-    /// app and personal tokens); asked again, it was refused, and libgit2 must not loop.
-    fn callbacks<'a>(&'a self, tried: &'a Cell<bool>) -> RemoteCallbacks<'a> {
-        let mut cb = RemoteCallbacks::new();
-        cb.credentials(move |_url, _user, allowed| {
-            if tried.replace(true) {
-                return Err(git2::Error::new(
-                    ErrorCode::Auth,
-                    ErrorClass::Http,
-                    "the remote refused the token",
-                ));
-            }
-            match &self.token {
-                Some(t) if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) => {
-                    git2::Cred::userpass_plaintext("x-access-token", t.expose())
-                }
-                _ => Err(git2::Error::new(
-                    ErrorCode::Auth,
-                    ErrorClass::Http,
-                    "the remote asks for credentials harch cannot give (only tokens over https are supported)",
-                )),
-            }
-        });
-        cb
-    }
-
-    fn remote_error(&self, what: &str, e: &git2::Error) -> PublishError {
-        git_error(&format!("{what} {}", self.url), e)
-    }
-
-    /// The bare repository (for tests and inspection).
-    pub fn repository(&self) -> &Repository {
-        &self.repo
     }
 }
 
-/// A libgit2 error, sorted: authentication, missing repositories and bad input are permanent;
-/// the network, TLS hiccups, server errors, rate limits and held locks are transient.
-pub fn git_error(what: &str, e: &git2::Error) -> PublishError {
-    let msg = format!("{what}: {}", e.message());
-    let lower = e.message().to_ascii_lowercase();
-    let status = http_status(&lower);
-    if e.code() == ErrorCode::Auth || matches!(status, Some(401 | 403)) {
-        return PublishError::permanent(format!(
-            "{msg} (authentication failed: check the token's access to the repository; it needs contents: write)"
-        ));
-    }
-    if let Some(s) = status {
-        return if s == 408 || s == 429 || s >= 500 {
-            PublishError::transient(msg)
-        } else {
-            PublishError::permanent(msg)
-        };
-    }
-    if e.code() == ErrorCode::Locked {
-        return PublishError::transient(msg);
-    }
-    match e.class() {
-        ErrorClass::Net | ErrorClass::Ssl | ErrorClass::Os | ErrorClass::Http => {
-            PublishError::transient(msg)
+/// A commit as `git cat-file commit` prints it: the fields harch reads.
+struct Commit {
+    parents: Vec<Oid>,
+    /// The author's name.
+    author: String,
+    message: String,
+}
+
+impl Commit {
+    fn parse(text: &str) -> Commit {
+        let (head, message) = text.split_once("\n\n").unwrap_or((text, ""));
+        let mut parents = Vec::new();
+        let mut author = String::from("?");
+        for line in head.lines() {
+            if let Some(p) = line.strip_prefix("parent ").and_then(Oid::parse) {
+                parents.push(p);
+            } else if let Some(a) = line.strip_prefix("author ") {
+                author = a.split(" <").next().unwrap_or("?").to_string();
+            }
         }
-        _ if e.code() == ErrorCode::NotFound || lower.contains("not found") => {
-            PublishError::permanent(msg)
+        Commit {
+            parents,
+            author,
+            message: message.to_string(),
         }
-        _ => PublishError::permanent(msg),
     }
 }
 
-/// `unexpected http status code: 404` → 404.
-fn http_status(lower: &str) -> Option<u16> {
-    let i = lower.find("status code")?;
-    lower[i..]
-        .split(|c: char| !c.is_ascii_digit())
-        .find(|t| t.len() == 3)
-        .and_then(|t| t.parse().ok())
-}
-
-/// A ref the server refused to update. Branch protection, rulesets and hooks refuse every
-/// time; a lock or a concurrent update clears on its own.
-pub fn classify_rejection(branch: &str, msg: &str) -> PublishError {
-    let lower = msg.to_ascii_lowercase();
-    let transient = [
-        "lock",
-        "stale info",
-        "fetch first",
-        "non-fast-forward",
-        "try again",
-    ];
-    if transient.iter().any(|t| lower.contains(t)) {
-        return PublishError::transient(format!(
-            "the remote did not update `{branch}` ({msg}); the retry fetches and pushes again"
-        ));
+/// Git refuses empty names and names with angle brackets or line breaks; say which setting.
+fn check_identity((name, email): (&str, &str)) -> Result<(), PublishError> {
+    let bad = |s: &str| s.trim().is_empty() || s.contains(['<', '>', '\n', '\0']);
+    if bad(name) || email.contains(['<', '>', '\n', '\0']) {
+        return Err(PublishError::permanent(format!(
+            "publish.author_name / author_email are not a valid git identity: `{name}` <{email}>"
+        )));
     }
-    PublishError::permanent(format!(
-        "the remote rejected the push of `{branch}`: {msg} (a branch protection rule, ruleset or hook covers it: exempt the bot's branch prefix or change publish.branch_prefix)"
-    ))
+    Ok(())
 }
 
-/// The object a reference names in the clone, if any (for tests and inspection).
-pub fn resolve(repo: &Repository, refname: &str) -> Option<Oid> {
-    repo.find_reference(refname)
-        .ok()
-        .and_then(|r| r.peel(ObjectType::Commit).ok())
-        .map(|o| o.id())
+impl Output {
+    fn check_remote(&self, what: &str, url: &str) -> Result<(), PublishError> {
+        self.check(&format!("{what} {url}"))
+    }
 }
 
 #[cfg(test)]
@@ -417,25 +423,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rejections_and_errors_are_sorted() {
-        assert!(classify_rejection("b", "failed to lock file").is_transient());
-        assert!(!classify_rejection("b", "pre-receive hook declined").is_transient());
-        assert!(!classify_rejection("b", "GH006: Protected branch update failed").is_transient());
-        let e = git2::Error::new(
-            ErrorCode::GenericError,
-            ErrorClass::Http,
-            "unexpected http status code: 404",
+    fn commits_are_read_from_git_cat_file() {
+        let c = Commit::parse(
+            "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nparent 1111111111111111111111111111111111111111\nparent 2222222222222222222222222222222222222222\nauthor Alice Doe <a@example.com> 1700000000 +0000\ncommitter Alice Doe <a@example.com> 1700000000 +0000\n\nsubject line\n\nHarch-Bundle: abc\n",
         );
-        assert!(!git_error("x", &e).is_transient());
-        let e = git2::Error::new(
-            ErrorCode::GenericError,
-            ErrorClass::Http,
-            "unexpected http status code: 502",
-        );
-        assert!(git_error("x", &e).is_transient());
-        let e = git2::Error::new(ErrorCode::Auth, ErrorClass::Http, "authentication required");
-        assert!(!git_error("x", &e).is_transient());
-        let e = git2::Error::new(ErrorCode::GenericError, ErrorClass::Net, "connection reset");
-        assert!(git_error("x", &e).is_transient());
+        assert_eq!(c.parents.len(), 2);
+        assert_eq!(c.author, "Alice Doe");
+        assert!(c.message.starts_with("subject line\n"));
+        assert!(Oid::parse("not an id").is_none());
+    }
+
+    #[test]
+    fn identities_git_would_refuse_are_refused_first() {
+        assert!(check_identity(("harch-bot", "bot@example.com")).is_ok());
+        assert!(check_identity(("", "bot@example.com")).is_err());
+        assert!(check_identity(("a <b>", "bot@example.com")).is_err());
     }
 }

@@ -1,16 +1,17 @@
-//! The GitHub side of a publish, through octocrab: find the model branch's open pull request,
-//! open one or update it (never a second), switch draft state, keep harch's labels in step.
+//! The GitHub side of a publish, over the REST API with reqwest: find the model branch's open
+//! pull request, open one or update it (never a second), switch draft state, keep harch's labels
+//! in step.
 //!
-//! Requests go through octocrab's raw methods so that the status and headers stay visible:
-//! octocrab 0.54's typed errors drop the headers, and `Retry-After` lives there. Its retry layer
-//! is not compiled in (it re-sends POSTs and ignores `Retry-After`); waits happen here:
-//! `Retry-After`, the primary limit's `x-ratelimit-reset`, or a minute for a secondary limit
-//! that names no time, each honoured when no longer than `publish.max_wait_s`.
+//! harch calls six endpoints and needs every answer's status and headers (`Retry-After` lives
+//! there), so a typed client buys nothing here and costs a large build. Nothing is retried
+//! blindly (a POST re-sent could open a second pull request); waits happen here: `Retry-After`,
+//! the primary limit's `x-ratelimit-reset`, or a minute for a secondary limit that names no
+//! time, each honoured when no longer than `publish.max_wait_s`.
 
 use std::time::Duration;
 
-use http::{HeaderMap, Method, StatusCode};
-use octocrab::Octocrab;
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, USER_AGENT};
+use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,7 +23,9 @@ use super::config::{Auth, Target, Token};
 const RATE_LIMIT_TRIES: u32 = 3;
 
 pub struct GitHub {
-    octo: Octocrab,
+    http: reqwest::Client,
+    /// `publish.api_url` without a trailing slash; request paths start with `/`.
+    api_url: String,
     owner: String,
     repo: String,
     /// What authenticates the requests, for messages (never the secret itself).
@@ -123,16 +126,13 @@ pub async fn token_for(t: &Target) -> Result<Token, PublishError> {
             key_env,
         } => (*app_id, key, *installation_id, key_env),
     };
-    let octo = builder(t)?
-        .app_from_rsa_pem(octocrab::models::AppId(app_id), key.expose().as_bytes())
-        .map_err(|e| {
-            PublishError::permanent(format!(
-                "${key_env} does not hold the GitHub App's RSA private key in PEM form: {e}"
-            ))
-        })?
-        .build()
-        .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))?;
-    let mut app = GitHub::with_client(octo, t, format!("GitHub App {app_id} (key in ${key_env})"));
+    let jwt = super::jwt::app_jwt(app_id, key.expose()).map_err(|e| {
+        PublishError::permanent(format!(
+            "${key_env} does not hold the GitHub App's RSA private key in PEM form: {e}"
+        ))
+    })?;
+    let http = client(&jwt)?;
+    let mut app = GitHub::with_client(http, t, format!("GitHub App {app_id} (key in ${key_env})"));
     let id = if installation_id != 0 {
         installation_id
     } else {
@@ -163,43 +163,52 @@ pub async fn token_for(t: &Target) -> Result<Token, PublishError> {
     Ok(Token::new(token.to_string()))
 }
 
-type Builder = octocrab::OctocrabBuilder<
-    octocrab::NoSvc,
-    octocrab::DefaultOctocrabBuilderConfig,
-    octocrab::NoAuth,
-    octocrab::NotLayerReady,
->;
-
-/// Base URI, media type, API version and timeouts; authentication is added by the caller.
-fn builder(t: &Target) -> Result<Builder, PublishError> {
-    let accept = http::header::ACCEPT;
-    let version = http::HeaderName::from_static("x-github-api-version");
-    Ok(Octocrab::builder()
-        .base_uri(t.api_url.as_str())
-        .map_err(|e| PublishError::permanent(format!("publish.api_url `{}`: {e}", t.api_url)))?
-        .add_header(accept, "application/vnd.github+json".into())
-        .add_header(version, "2022-11-28".into())
-        .set_connect_timeout(Some(Duration::from_secs(15)))
-        .set_read_timeout(Some(Duration::from_secs(60))))
+/// A client sending GitHub's media type, API version and `credential` as a bearer token on
+/// every request, with timeouts; the secret sits only in a sensitive header value.
+fn client(credential: &str) -> Result<reqwest::Client, PublishError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.github+json"),
+    );
+    headers.insert(
+        "x-github-api-version",
+        HeaderValue::from_static("2022-11-28"),
+    );
+    // GitHub refuses requests without a User-Agent.
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("harch/", env!("CARGO_PKG_VERSION"))),
+    );
+    let mut auth = HeaderValue::from_str(&format!("Bearer {credential}")).map_err(|_| {
+        PublishError::permanent("the GitHub credential is not a valid HTTP header value")
+    })?;
+    auth.set_sensitive(true);
+    headers.insert(AUTHORIZATION, auth);
+    harch_hub::tls::install_provider();
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(Duration::from_secs(15))
+        .read_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))
 }
 
 impl GitHub {
     /// A client that authenticates with `token` (see [`token_for`]).
     pub fn new(t: &Target, token: &Token) -> Result<GitHub, PublishError> {
-        let octo = builder(t)?
-            .personal_token(token.expose().to_string())
-            .build()
-            .map_err(|e| PublishError::permanent(format!("building the GitHub client: {e}")))?;
+        let http = client(token.expose())?;
         let credential = match &t.auth {
             Auth::Token(_) => format!("the token in ${}", t.token_env),
             Auth::App { app_id, .. } => format!("the installation token of GitHub App {app_id}"),
         };
-        Ok(GitHub::with_client(octo, t, credential))
+        Ok(GitHub::with_client(http, t, credential))
     }
 
-    fn with_client(octo: Octocrab, t: &Target, credential: String) -> GitHub {
+    fn with_client(http: reqwest::Client, t: &Target, credential: String) -> GitHub {
         GitHub {
-            octo,
+            http,
+            api_url: t.api_url.trim_end_matches('/').to_string(),
             owner: t.owner.clone(),
             repo: t.name.clone(),
             credential,
@@ -403,19 +412,21 @@ impl GitHub {
         let mut tries = 0;
         loop {
             tries += 1;
-            let sent = match method {
-                Method::GET => self.octo._get(uri).await,
-                Method::POST => self.octo._post(uri, body).await,
-                Method::PATCH => self.octo._patch(uri, body).await,
-                Method::DELETE => self.octo._delete(uri, body).await,
-                _ => unreachable!("harch sends GET, POST, PATCH and DELETE"),
+            let url = if uri.starts_with("http://") || uri.starts_with("https://") {
+                uri.to_string()
+            } else {
+                format!("{}{uri}", self.api_url)
             };
-            let resp = sent.map_err(|e| {
+            let mut req = self.http.request(method.clone(), url);
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let resp = req.send().await.map_err(|e| {
                 PublishError::transient(format!("{what}: cannot reach GitHub: {e}"))
             })?;
             let status = resp.status();
             let headers = resp.headers().clone();
-            let text = self.octo.body_to_string(resp).await.map_err(|e| {
+            let text = resp.text().await.map_err(|e| {
                 PublishError::transient(format!("{what}: reading GitHub's answer: {e}"))
             })?;
             let json: Value = if text.trim().is_empty() {

@@ -19,6 +19,7 @@ pub mod config;
 mod error;
 pub mod git;
 pub mod github;
+mod jwt;
 pub mod md;
 pub mod mermaid;
 pub mod prepared;
@@ -119,7 +120,7 @@ pub async fn publish(req: PublishRequest) -> Result<PublishReport, PublishError>
     let (proposal, outcome) = tokio::task::spawn_blocking(move || {
         let repo = SpecRepo::open(&t.clone_dir, &t.remote_url, Some(tok))?;
         let state = repo.fetch(&t.base_branch, &b)?;
-        let facts = BaseFacts::of(&p, |path| repo.has_path(state.base, path));
+        let facts = BaseFacts::of(&p, |path| repo.has_path(&state.base, path));
         let proposal = bundle::propose(&p, &facts);
         let plan = BranchPlan {
             branch: &b,

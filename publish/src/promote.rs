@@ -163,28 +163,54 @@ pub fn apply(root: &Path, plan: &Plan) -> anyhow::Result<bool> {
     for (path, text) in &plan.edits {
         harch_jobs::store::write_atomic(&root.join(path), text.as_bytes())?;
     }
-    let Ok(repo) = git2::Repository::discover(root) else {
-        return Ok(false);
+    let git = |dir: &Path, args: &[&str]| -> anyhow::Result<std::process::Output> {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("LC_ALL", "C")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("cannot run git to record the move in the index")
     };
-    let Some(workdir) = repo.workdir().map(Path::to_path_buf) else {
-        return Ok(false);
+    let top = match git(root, &["rev-parse", "--show-toplevel"]) {
+        Ok(o) if o.status.success() => o,
+        // Not in a git repository (or one without a work tree, or no git at all): the files
+        // are moved, nothing is staged.
+        _ => return Ok(false),
     };
+    let workdir = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim());
     // Paths in the index are relative to the work tree, which may sit above `root`.
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let root_rel = canon(root)
         .strip_prefix(canon(&workdir))
         .map(Path::to_path_buf)
         .context("the spec repository is outside the git work tree")?;
-    let rel = |p: &str| -> anyhow::Result<PathBuf> { Ok(root_rel.join(p)) };
-    let old_rel = rel(&plan.from)?;
-    let mut index = repo.index()?;
+    let rel = |p: &str| root_rel.join(p).to_string_lossy().into_owned();
     // A draft that was never committed is simply not in the index.
-    let _ = index.remove_path(&old_rel);
-    index.add_path(&rel(&plan.to)?)?;
-    for path in plan.edits.keys() {
-        index.add_path(&rel(path)?)?;
+    let old = rel(&plan.from);
+    let removed = git(
+        &workdir,
+        &["rm", "--cached", "--quiet", "--ignore-unmatch", "--", &old],
+    )?;
+    if !removed.status.success() {
+        bail!(
+            "git rm --cached {old}: {}",
+            String::from_utf8_lossy(&removed.stderr).trim()
+        );
     }
-    index.write()?;
+    let mut add = vec![
+        "add".to_string(),
+        "--force".into(),
+        "--".into(),
+        rel(&plan.to),
+    ];
+    add.extend(plan.edits.keys().map(|p| rel(p)));
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let added = git(&workdir, &add)?;
+    if !added.status.success() {
+        bail!("git add: {}", String::from_utf8_lossy(&added.stderr).trim());
+    }
     Ok(true)
 }
 

@@ -1,14 +1,9 @@
-//! What the review stage concluded, read defensively from the job record: the review and fix
-//! stages are built separately, so every field is optional and a job without a review reads as
-//! "not reviewed" (which makes the pull request a draft).
-//!
-//! Read from the record's `review` stage `summary` (the last round), or from its `checked`
-//! object when it holds the checker's whole result (`harch_review::Checked`, as `harch-worker
-//! evidence --json` prints it): the worker's `recorded` verdict (else `verdict`; the agent's own
-//! `said` is never taken), `reasons`, `mapping` (or `rows`) of `{step, node, status, standing}`
-//! (the checker's `verified` | `unverified` | `contradicted`, also read from `verdict` or
-//! `evidence_verdict`), and `defects` of `{title, where, standing}`.
+//! What the review stage concluded, read from the job record: the review stage's summary is a
+//! [`ReviewSummary`] (the checker's whole result under `checked`), and a job whose review did not
+//! complete, or whose summary is not one, reads as "not reviewed" (which makes the pull request a
+//! draft). Only the worker's `recorded` verdict counts, never the agent's `said`.
 
+use harch_review::{Checked, Decision, ReviewSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -76,43 +71,40 @@ impl ReviewRecord {
         }
     }
 
+    /// Reads a review stage's summary; anything but a [`ReviewSummary`] is "not reviewed".
     pub fn from_summary(v: &Value) -> ReviewRecord {
-        let v = match v.get("checked") {
-            Some(c) if c.is_object() => c,
-            _ => v,
-        };
-        let status = match text(v, &["recorded", "verdict"]).map(|t| t.to_ascii_uppercase()) {
-            Some(t) if t == "PASS" => ReviewStatus::Pass,
-            Some(t) if t == "NO_PASS" || t == "NOPASS" || t == "NO-PASS" => ReviewStatus::NoPass,
-            _ => ReviewStatus::NotReviewed,
-        };
-        let reasons = v
-            .get("reasons")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(as_text).collect())
-            .unwrap_or_default();
-        let mapping = list(v, &["mapping", "rows"])
-            .iter()
-            .map(|r| MappingRow {
-                step: text(r, &["step"]).unwrap_or_default(),
-                node: text(r, &["node"]),
-                status: text(r, &["status"]).unwrap_or_default(),
-                verdict: text(r, VERDICT_KEYS).unwrap_or_else(|| "unchecked".into()),
-            })
-            .collect();
-        let defects = list(v, &["defects"])
-            .iter()
-            .map(|d| DefectRow {
-                title: text(d, &["title"]).unwrap_or_default(),
-                place: text(d, &["where"]),
-                verdict: text(d, VERDICT_KEYS).unwrap_or_else(|| "unchecked".into()),
-            })
-            .collect();
+        match ReviewSummary::deserialize(v) {
+            Ok(summary) => ReviewRecord::from_checked(&summary.checked),
+            Err(_) => ReviewRecord::not_reviewed(),
+        }
+    }
+
+    pub fn from_checked(c: &Checked) -> ReviewRecord {
         ReviewRecord {
-            status,
-            reasons,
-            mapping,
-            defects,
+            status: match c.recorded {
+                Decision::Pass => ReviewStatus::Pass,
+                Decision::NoPass => ReviewStatus::NoPass,
+            },
+            reasons: c.reasons.clone(),
+            mapping: c
+                .mapping
+                .iter()
+                .map(|r| MappingRow {
+                    step: r.row.step.clone(),
+                    node: r.row.node.clone(),
+                    status: r.row.status.to_string(),
+                    verdict: r.judgement.standing.to_string(),
+                })
+                .collect(),
+            defects: c
+                .defects
+                .iter()
+                .map(|d| DefectRow {
+                    title: d.defect.title.clone(),
+                    place: Some(d.defect.where_.clone()),
+                    verdict: d.judgement.standing.to_string(),
+                })
+                .collect(),
         }
     }
 
@@ -156,67 +148,101 @@ impl ReviewRecord {
     }
 }
 
-/// Where a conclusion's evidence verdict may be.
-const VERDICT_KEYS: &[&str] = &["standing", "verdict", "evidence_verdict"];
-
-fn as_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-fn text(v: &Value, keys: &[&str]) -> Option<String> {
-    keys.iter().find_map(|k| v.get(k).and_then(as_text))
-}
-
-fn list<'a>(v: &'a Value, keys: &[&str]) -> &'a [Value] {
-    keys.iter()
-        .find_map(|k| v.get(k).and_then(Value::as_array))
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use harch_review::{
+        CheckedDefect, CheckedRow, DefectView, Judgement, RowView, Standing, Status, Tally,
+    };
     use serde_json::json;
+
+    fn checked(recorded: Decision, rows: &[(Status, Standing)], defects: usize) -> Checked {
+        let judgement = |standing| Judgement {
+            standing,
+            why: String::new(),
+            claims: vec![],
+            unbacked: vec![],
+        };
+        Checked {
+            file: "review.yaml".into(),
+            said: Decision::Pass,
+            recorded,
+            reasons: match recorded {
+                Decision::Pass => vec![],
+                Decision::NoPass => vec!["window bound to the model card".into()],
+            },
+            mapping: rows
+                .iter()
+                .enumerate()
+                .map(|(i, (status, standing))| CheckedRow {
+                    row: RowView {
+                        step: format!("step {i}"),
+                        node: None,
+                        status: *status,
+                        line: i as u32,
+                    },
+                    judgement: judgement(*standing),
+                })
+                .collect(),
+            defects: (0..defects)
+                .map(|i| CheckedDefect {
+                    defect: DefectView {
+                        title: "window 1024".into(),
+                        where_: "x".into(),
+                        fix: "y".into(),
+                        line: i as u32,
+                    },
+                    judgement: judgement(Standing::Verified),
+                })
+                .collect(),
+            rows: Tally::default(),
+            defect_tally: Tally::default(),
+            claims: 0,
+            claims_holding: 0,
+        }
+    }
+
+    fn summary(c: &Checked) -> Value {
+        serde_json::to_value(ReviewSummary::of(c, 0)).unwrap()
+    }
 
     #[test]
     fn a_pass_with_verified_rows_needs_no_draft() {
-        let r = ReviewRecord::from_summary(&json!({
-            "verdict": "PASS",
-            "mapping": [{"step": "q/k norm", "node": "a.q_norm", "status": "consistent", "verdict": "verified"}],
-        }));
+        let c = checked(
+            Decision::Pass,
+            &[(Status::Consistent, Standing::Verified)],
+            0,
+        );
+        let r = ReviewRecord::from_summary(&summary(&c));
         assert_eq!(r.status, ReviewStatus::Pass);
         assert!(r.draft_reasons().is_empty(), "{:?}", r.draft_reasons());
     }
 
     #[test]
-    fn no_pass_unverified_rows_and_odd_shapes_make_a_draft() {
-        let r = ReviewRecord::from_summary(&json!({
-            "verdict": "no_pass",
-            "reasons": ["window bound to the model card"],
-            "rows": [
-                {"step": "rope", "status": "consistent", "evidence_verdict": "unverified"},
-                {"step": 7, "node": null, "status": "missing", "verdict": "verified"},
-                "garbage"
+    fn no_pass_unverified_rows_and_other_shapes_make_a_draft() {
+        let c = checked(
+            Decision::NoPass,
+            &[
+                (Status::Consistent, Standing::Unverified),
+                (Status::Missing, Standing::Verified),
+                (Status::Consistent, Standing::Contradicted),
             ],
-            "defects": [{"title": "window 1024", "where": "x", "verdict": "verified"}],
-        }));
+            1,
+        );
+        let r = ReviewRecord::from_summary(&summary(&c));
         assert_eq!(r.status, ReviewStatus::NoPass);
         assert_eq!(r.open_rows().len(), 3);
         let reasons = r.draft_reasons().join("\n");
         assert!(reasons.contains("NO_PASS"), "{reasons}");
         assert!(reasons.contains("model card"), "{reasons}");
         assert!(reasons.contains("1 defect"), "{reasons}");
+        // Not a review summary: not reviewed, whatever verdict-like keys it has.
         for odd in [
             json!(null),
             json!("PASS"),
-            json!({"verdict": 3}),
+            json!({"verdict": "PASS", "mapping": []}),
             json!({"said": "PASS"}),
+            serde_json::to_value(&c).unwrap(),
         ] {
             assert_eq!(
                 ReviewRecord::from_summary(&odd).status,
@@ -225,13 +251,10 @@ mod tests {
         }
     }
 
-    /// The checker's own result, as the review stage may record it: the worker's decision
-    /// counts, never the agent's.
+    /// The checker's own result, as the review stage records it: the worker's decision counts,
+    /// never the agent's.
     #[test]
     fn the_checkers_result_is_read_as_it_serializes() {
-        use harch_review::{
-            Checked, CheckedRow, Decision, Judgement, RowView, Standing, Status, Tally,
-        };
         let checked = Checked {
             file: "review.yaml".into(),
             said: Decision::Pass,
@@ -257,8 +280,10 @@ mod tests {
             claims: 0,
             claims_holding: 0,
         };
-        let v = serde_json::to_value(&checked).unwrap();
-        for summary in [v.clone(), json!({"round": 1, "checked": v})] {
+        let mut with_loop_fields = summary(&checked);
+        with_loop_fields["agent"] = json!("claude");
+        with_loop_fields["history"] = json!([]);
+        for summary in [summary(&checked), with_loop_fields] {
             let r = ReviewRecord::from_summary(&summary);
             assert_eq!(r.status, ReviewStatus::NoPass);
             assert_eq!(r.reasons, ["row 1 is unverified"]);

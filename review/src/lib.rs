@@ -24,6 +24,7 @@ pub mod gap;
 mod numbers;
 mod orders;
 mod report;
+mod summary;
 
 pub use check::{
     Checked, CheckedClaim, CheckedDefect, CheckedRow, DefectView, Judgement, RowView, Standing,
@@ -40,6 +41,7 @@ pub use report::{
     Decision, Defect, Evidence, GUARD, MAX_CLAIMS, MAX_ITEMS, MAX_REPORT_BYTES, Report, Row,
     SpecNodes, Status, code, parse_report,
 };
+pub use summary::{ReviewRound, ReviewSummary};
 
 /// Parses and checks a report in one call: the stage's and `harch-worker evidence`'s entry
 /// point. `Err` is a malformed report, to hand back to the agent like validate errors.

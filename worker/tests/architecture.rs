@@ -206,6 +206,32 @@ fn the_offline_crates_and_their_tests_link_no_network_client_store_or_git() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Crates of a second or third crypto stack, or of a C build on the critical path that one of
+/// harch's own choices would bring back (docs/ARCHITECTURE.md, "TLS").
+const SECOND_STACKS: &[&str] = &[
+    "aws-lc-rs",
+    "aws-lc-sys",
+    "openssl",
+    "openssl-sys",
+    "native-tls",
+    "libgit2-sys",
+    "git2",
+];
+
+#[test]
+fn one_crypto_stack_rustls_on_ring_and_no_libgit2() {
+    let graph = lock_graph();
+    let present: Vec<&&str> = SECOND_STACKS
+        .iter()
+        .filter(|c| graph.contains_key(**c))
+        .collect();
+    assert!(
+        present.is_empty(),
+        "the lock file holds {present:?}: rustls on ring is the one TLS provider, and git goes through the git command line"
+    );
+    assert!(graph.contains_key("ring"), "rustls's provider is ring");
+}
+
 /// The module path of a source file: `src/a/b.rs` and `src/a/b/mod.rs` are `[a, b]`.
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap();

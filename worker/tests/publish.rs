@@ -1,5 +1,5 @@
 //! The publish stage against a real git remote and a fake GitHub: a bare repository pushed to
-//! by libgit2 over file://, and a wiremock server that speaks the REST API octocrab calls (and
+//! by the git command line over file://, and a wiremock server that speaks the REST API harch calls (and
 //! checks each call: token, headers, required fields, `owner:branch` heads). Covers the first
 //! publish, updates, idempotent retries, drafts, every classified failure, the dry run, and that
 //! the token never shows up in anything the stage leaves behind.
@@ -12,6 +12,9 @@ mod fake_github;
 use std::path::{Path, PathBuf};
 
 use fake_github::FakeGitHub;
+use harch_review::{
+    Checked, CheckedRow, Decision, Judgement, ReviewSummary, RowView, Standing, Status, Tally,
+};
 use harch_worker::publish::config::{Auth, Target, Token};
 use harch_worker::publish::{PublishError, PublishReport, PublishRequest, publish};
 use harch_worker::queue::config::{DEFAULT_TOML, PublishSettings, Settings};
@@ -39,23 +42,7 @@ struct World {
     truth: PathBuf,
 }
 
-/// A spec repository with one commit on `main`, by a maintainer.
-fn init_remote(path: &Path, files: &[(&str, &str)]) {
-    let repo = git2::Repository::init_bare(path).unwrap();
-    let mut tb = git2::build::TreeUpdateBuilder::new();
-    for (p, text) in files {
-        let oid = repo.blob(text.as_bytes()).unwrap();
-        tb.upsert(*p, oid, git2::FileMode::Blob);
-    }
-    let empty = repo.treebuilder(None).unwrap().write().unwrap();
-    let empty = repo.find_tree(empty).unwrap();
-    let tree = repo
-        .find_tree(tb.create_updated(&repo, &empty).unwrap())
-        .unwrap();
-    let sig = git2::Signature::now("Maintainer", "m@example.com").unwrap();
-    repo.commit(Some("refs/heads/main"), &sig, &sig, "initial", &tree, &[])
-        .unwrap();
-}
+use fake_github::init_remote;
 
 impl World {
     async fn new() -> World {
@@ -190,15 +177,16 @@ impl World {
         self.publish_job(&job, &dir, Some(self.target())).await
     }
 
-    fn remote_repo(&self) -> git2::Repository {
-        git2::Repository::open_bare(&self.remote).unwrap()
+    fn tip(&self, branch: &str) -> Option<String> {
+        fake_github::tip(&self.remote, branch)
     }
 
-    fn tip(&self, branch: &str) -> Option<git2::Oid> {
-        self.remote_repo()
-            .find_reference(&format!("refs/heads/{branch}"))
-            .ok()
-            .and_then(|r| r.target())
+    /// `git log -1 --format=FORMAT COMMIT` on the remote.
+    fn show(&self, commit: &str, format: &str) -> String {
+        fake_github::git_raw(
+            &self.remote,
+            &["log", "-1", &format!("--format={format}"), commit],
+        )
     }
 
     fn assert_no_violations(&self) {
@@ -223,27 +211,60 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A review stage's summary as the stage records it (`ReviewSummary`): the worker's verdict,
+/// its reasons, one mapping row per (step, node, standing), each claimed consistent.
+fn review(recorded: Decision, reasons: &[&str], rows: &[(&str, &str, Standing)]) -> Value {
+    let mapping: Vec<CheckedRow> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (step, node, standing))| CheckedRow {
+            row: RowView {
+                step: step.to_string(),
+                node: Some(node.to_string()),
+                status: Status::Consistent,
+                line: i as u32 + 1,
+            },
+            judgement: Judgement {
+                standing: *standing,
+                why: String::new(),
+                claims: vec![],
+                unbacked: vec![],
+            },
+        })
+        .collect();
+    let checked = Checked {
+        file: "review.yaml".into(),
+        said: recorded,
+        recorded,
+        reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        mapping,
+        defects: vec![],
+        rows: Tally::default(),
+        defect_tally: Tally::default(),
+        claims: 0,
+        claims_holding: 0,
+    };
+    serde_json::to_value(ReviewSummary::of(&checked, 0)).unwrap()
+}
+
 fn pass_review() -> Value {
-    json!({
-        "verdict": "PASS",
-        "mapping": [
-            {"step": "token embedding", "node": "embed_tokens", "status": "consistent", "verdict": "verified"},
-            {"step": "decoder layers", "node": "layers", "status": "consistent", "verdict": "verified"},
-            {"step": "final RMSNorm", "node": "norm", "status": "consistent", "verdict": "verified"},
+    review(
+        Decision::Pass,
+        &[],
+        &[
+            ("token embedding", "embed_tokens", Standing::Verified),
+            ("decoder layers", "layers", Standing::Verified),
+            ("final RMSNorm", "norm", Standing::Verified),
         ],
-        "defects": [],
-    })
+    )
 }
 
 fn no_pass_review() -> Value {
-    json!({
-        "verdict": "NO_PASS",
-        "reasons": ["the rope scaling row cites no config value"],
-        "mapping": [
-            {"step": "rotary embedding", "node": "layers", "status": "consistent", "verdict": "unverified"},
-        ],
-        "defects": [],
-    })
+    review(
+        Decision::NoPass,
+        &["the rope scaling row cites no config value"],
+        &[("rotary embedding", "layers", Standing::Unverified)],
+    )
 }
 
 fn expect_permanent(r: Result<PublishReport, PublishError>, needle: &str) -> String {
@@ -280,16 +301,10 @@ async fn the_first_publish_pushes_the_branch_and_opens_one_pull_request() {
     assert_eq!(r.branch_action, "created");
 
     // The branch: one commit on top of main, with the bundle and nothing else changed.
-    let repo = w.remote_repo();
-    let tip = repo.find_commit(w.tip(BRANCH).unwrap()).unwrap();
-    assert_eq!(tip.parent_id(0).unwrap(), w.tip("main").unwrap());
-    assert_eq!(tip.author().name(), Ok("harch-bot"));
-    let tree = tip.tree().unwrap();
-    let file = |p: &str| {
-        let e = tree.get_path(Path::new(p)).unwrap();
-        let blob = repo.find_blob(e.id()).unwrap();
-        String::from_utf8(blob.content().to_vec()).unwrap()
-    };
+    let tip = w.tip(BRANCH).unwrap();
+    assert_eq!(w.show(&tip, "%P").trim(), w.tip("main").unwrap());
+    assert_eq!(w.show(&tip, "%an").trim(), "harch-bot");
+    let file = |p: &str| fake_github::show_file(&w.remote, &tip, p);
     assert_eq!(
         file("specs/models/llama.yaml"),
         std::fs::read_to_string(project_root().join("specs/models/llama.yaml")).unwrap()
@@ -304,7 +319,7 @@ async fn the_first_publish_pushes_the_branch_and_opens_one_pull_request() {
     assert_eq!(prov["agents"][0]["backend"], "claude");
     assert_eq!(prov["agents"][0]["cost_usd"], 0.0125);
     assert!(prov["truth"]["tensor_count"].as_u64().unwrap() > 200);
-    let message = tip.message().unwrap();
+    let message = w.show(&tip, "%B");
     assert!(
         message.starts_with("specs: add llama for meta-llama/Llama-3.1-8B"),
         "{message}"
@@ -362,11 +377,7 @@ async fn a_second_publish_of_the_model_updates_the_same_pull_request() {
     assert_ne!(tip_a, tip_b);
     assert_eq!(second.branch_action, "pushed");
     // Reset onto the base, not stacked on the old commit.
-    let repo = w.remote_repo();
-    assert_eq!(
-        repo.find_commit(tip_b).unwrap().parent_id(0).unwrap(),
-        w.tip("main").unwrap()
-    );
+    assert_eq!(w.show(&tip_b, "%P").trim(), w.tip("main").unwrap());
     assert_eq!(w.gh.prs().len(), 1);
     assert_eq!(w.gh.count("POST", "/pulls"), 1);
     assert_eq!(w.gh.count("PATCH", "/pulls/1"), 1);
@@ -566,19 +577,16 @@ async fn a_branch_with_someone_elses_commit_is_never_overwritten() {
     let w = World::new().await;
     w.publish("job-a", Some(pass_review())).await.unwrap();
     // A maintainer pushes a fix onto the bot's branch.
-    let repo = w.remote_repo();
-    let tip = repo.find_commit(w.tip(BRANCH).unwrap()).unwrap();
-    let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
-    let theirs = repo
-        .commit(
-            Some(&format!("refs/heads/{BRANCH}")),
-            &sig,
-            &sig,
-            "tweak the summary",
-            &tip.tree().unwrap(),
-            &[&tip],
-        )
-        .unwrap();
+    let tip = w.tip(BRANCH).unwrap();
+    let tree = w.show(&tip, "%T");
+    let theirs = fake_github::commit_tree(
+        &w.remote,
+        BRANCH,
+        tree.trim(),
+        &[&tip],
+        ("Alice", "alice@example.com"),
+        "tweak the summary",
+    );
     let m = expect_permanent(w.publish("job-b", Some(pass_review())).await, "diverged");
     assert!(m.contains("Alice"), "{m}");
     assert_eq!(w.tip(BRANCH).unwrap(), theirs);
@@ -702,8 +710,8 @@ fn for_each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
     }
 }
 
-/// The remote over smart HTTP, as GitHub serves it: the token goes through libgit2's credential
-/// callback as `x-access-token`, and pushes can be refused by the server.
+/// The remote over smart HTTP, as GitHub serves it: the token goes through harch's git credential
+/// helper as `x-access-token`, and pushes can be refused by the server.
 async fn over_http(w: &World, token: &str) -> (fake_github::git_http::GitHttp, Target) {
     let http = fake_github::git_http::GitHttp::start(w.tmp.path(), TOKEN).await;
     let mut t = w.target();
@@ -988,13 +996,20 @@ async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not(
 async fn a_huge_review_stays_under_githubs_body_limit_and_the_rows_go_to_the_provenance_file() {
     let w = World::new().await;
     let long = "x".repeat(150);
-    let rows: Vec<Value> = (0..3000)
-        .map(|i| {
-            json!({"step": format!("step {i} {long}"), "node": "layers", "status": "consistent",
-                "verdict": if i % 2 == 0 { "verified" } else { "unverified" }})
+    let steps: Vec<String> = (0..3000).map(|i| format!("step {i} {long}")).collect();
+    let rows: Vec<(&str, &str, Standing)> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let standing = if i % 2 == 0 {
+                Standing::Verified
+            } else {
+                Standing::Unverified
+            };
+            (step.as_str(), "layers", standing)
         })
         .collect();
-    let review = json!({"verdict": "NO_PASS", "reasons": ["unverified rows"], "mapping": rows});
+    let review = review(Decision::NoPass, &["unverified rows"], &rows);
     let (job, dir) = w.job("job-a", Some(review));
     let r = w.publish_job(&job, &dir, None).await.unwrap();
     assert!(r.draft);

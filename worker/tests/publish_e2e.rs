@@ -132,14 +132,7 @@ fn without_a_repository_publish_is_a_dry_run_and_the_job_succeeds() {
 async fn a_generate_job_ends_in_a_pull_request_and_the_token_is_nowhere() {
     let mut env = Env::new();
     let remote = env.tmp.path().join("remote.git");
-    {
-        let repo = git2::Repository::init_bare(&remote).unwrap();
-        let sig = git2::Signature::now("Maintainer", "m@example.com").unwrap();
-        let tree = repo.treebuilder(None).unwrap().write().unwrap();
-        let tree = repo.find_tree(tree).unwrap();
-        repo.commit(Some("refs/heads/main"), &sig, &sig, "empty", &tree, &[])
-            .unwrap();
-    }
+    fake_github::init_remote(&remote, &[]);
     let gh = fake_github::FakeGitHub::start("acme", "specs", TOKEN, remote.clone()).await;
     let fakes = env.tmp.path().join("agents");
     std::fs::create_dir_all(&fakes).unwrap();
@@ -199,7 +192,7 @@ async fn a_generate_job_ends_in_a_pull_request_and_the_token_is_nowhere() {
     );
 
     // The token: in the worker's environment all along, and nowhere else (the worker logged at
-    // trace level, octocrab, hyper and libgit2's callers included).
+    // trace level, reqwest, hyper and the git runner included).
     assert!(printed.contains("pull request #1 opened"), "{printed}");
     assert!(!printed.contains(TOKEN), "the worker printed the token");
     let data = env.tmp.path().join("data");

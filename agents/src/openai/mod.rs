@@ -92,6 +92,7 @@ impl OpenAiBackend {
                 ),
             });
         }
+        crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .build()

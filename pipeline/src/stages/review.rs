@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use harch_prompts::{PriorErrors, ReviewInput, render_review};
-use harch_review::{Checked as Review, Facts, SpecNodes};
+use harch_review::{Checked as Review, Facts, ReviewRound, ReviewSummary, SpecNodes};
 use harch_sandbox::Workspace;
 use serde_json::{Map, Value, json};
 
@@ -182,30 +182,15 @@ pub(crate) async fn review_spec(cx: &StageContext, round: Round) -> Result<Revie
 /// What the job record shows of a checked review: the verdict, its reasons and the counts; the
 /// whole checked review under `checked` (the publish stage reads it from there).
 pub(crate) fn verdict_summary(c: &Review, cycle: u32) -> Map<String, Value> {
-    let Value::Object(m) = json!({
-        "recorded": c.recorded,
-        "said": c.said,
-        "reasons": c.reasons,
-        "rows": c.rows,
-        "defect_counts": c.defect_tally,
-        "claims": c.claims,
-        "claims_holding": c.claims_holding,
-        "review_round": cycle,
-        "checked": c,
-    }) else {
-        unreachable!("a JSON object literal")
-    };
-    m
+    match serde_json::to_value(ReviewSummary::of(c, cycle)) {
+        Ok(Value::Object(m)) => m,
+        _ => unreachable!("a struct of strings, numbers and lists serializes to an object"),
+    }
 }
 
 /// One line of the review record's `history`: each round's verdict and counts.
 pub(crate) fn history_entry(c: &Review, cycle: u32) -> Value {
-    json!({
-        "round": cycle,
-        "recorded": c.recorded,
-        "rows": c.rows,
-        "defects": c.defect_tally,
-    })
+    serde_json::to_value(ReviewRound::of(c, cycle)).unwrap_or(Value::Null)
 }
 
 /// Sets `fields` in a summary object.

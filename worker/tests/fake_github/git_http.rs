@@ -1,6 +1,6 @@
 //! Git's smart HTTP protocol, served by the real `git http-backend` (CGI) behind a wiremock
 //! server that asks for Basic credentials as GitHub does (`x-access-token:<token>`). Lets the
-//! tests push over http with libgit2's credential callback, and have pushes refused by a
+//! tests push over http with harch's git credential helper, and have pushes refused by a
 //! pre-receive hook or by a wrong token.
 
 use std::io::Write;

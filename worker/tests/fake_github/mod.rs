@@ -1,5 +1,5 @@
 //! A local fake of the GitHub REST (and the GraphQL draft mutations) API, for the publish tests.
-//! It keeps pull requests and labels as GitHub does, checks every request octocrab sends
+//! It keeps pull requests and labels as GitHub does, checks every request harch sends
 //! (token, media type, API version, the fields GitHub requires, `owner:branch` heads, no `draft`
 //! on PATCH) and records what it did not expect as a violation the tests assert empty. Scripted
 //! faults (401, 403, 422, 429 with `Retry-After`, 5xx) answer one matching request each.
@@ -8,7 +8,9 @@
 pub mod git_http;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -150,9 +152,7 @@ impl FakeGitHub {
     }
 
     fn branch_exists(&self, branch: &str) -> bool {
-        git2::Repository::open_bare(&self.remote)
-            .ok()
-            .is_some_and(|r| r.find_reference(&format!("refs/heads/{branch}")).is_ok())
+        tip(&self.remote, branch).is_some()
     }
 
     fn answer(&self, req: &Request) -> ResponseTemplate {
@@ -472,4 +472,134 @@ impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.0.answer(request)
     }
+}
+
+/// `git ARGS` in the repository `dir` (bare or not) with `stdin` and `env`; None when it fails.
+pub fn try_git(dir: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Option<String> {
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .env("LC_ALL", "C")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the tests need the git command line");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `git ARGS` in `dir`, which must succeed; its stdout, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    try_git(dir, args, b"", &[])
+        .unwrap_or_else(|| panic!("git {args:?} failed in {}", dir.display()))
+        .trim()
+        .to_string()
+}
+
+/// Where `branch` points in the repository at `dir`.
+pub fn tip(dir: &Path, branch: &str) -> Option<String> {
+    try_git(
+        dir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+        b"",
+        &[],
+    )
+    .map(|s| s.trim().to_string())
+}
+
+/// A commit of `tree` with `parents` by `author` (name, email), as `refs/heads/{branch}`.
+pub fn commit_tree(
+    dir: &Path,
+    branch: &str,
+    tree: &str,
+    parents: &[&str],
+    author: (&str, &str),
+    message: &str,
+) -> String {
+    let mut args = vec!["commit-tree", "--no-gpg-sign", tree];
+    for p in parents {
+        args.extend(["-p", p]);
+    }
+    let env = [
+        ("GIT_AUTHOR_NAME", author.0),
+        ("GIT_AUTHOR_EMAIL", author.1),
+        ("GIT_COMMITTER_NAME", author.0),
+        ("GIT_COMMITTER_EMAIL", author.1),
+    ];
+    let commit = try_git(dir, &args, message.as_bytes(), &env)
+        .expect("git commit-tree")
+        .trim()
+        .to_string();
+    git(
+        dir,
+        &["update-ref", &format!("refs/heads/{branch}"), &commit],
+    );
+    commit
+}
+
+/// A new bare repository at `path` with one commit on `main` holding `files`, by a maintainer.
+pub fn init_remote(path: &Path, files: &[(&str, &str)]) -> String {
+    let out = Command::new("git")
+        .args(["init", "--bare", "--quiet"])
+        .arg(path)
+        .output()
+        .expect("the tests need the git command line");
+    assert!(out.status.success());
+    let index = path.join("test-index");
+    let index = index.to_str().unwrap();
+    let env = [("GIT_INDEX_FILE", index)];
+    try_git(path, &["read-tree", "--empty"], b"", &env).expect("git read-tree");
+    for (p, text) in files {
+        let blob = git_stdin(path, &["hash-object", "-w", "--stdin"], text.as_bytes());
+        try_git(
+            path,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("100644,{blob},{p}"),
+            ],
+            b"",
+            &env,
+        )
+        .expect("git update-index");
+    }
+    let tree = try_git(path, &["write-tree"], b"", &env).expect("git write-tree");
+    std::fs::remove_file(index).unwrap();
+    commit_tree(
+        path,
+        "main",
+        tree.trim(),
+        &[],
+        ("Maintainer", "m@example.com"),
+        "initial",
+    )
+}
+
+fn git_stdin(dir: &Path, args: &[&str], stdin: &[u8]) -> String {
+    try_git(dir, args, stdin, &[])
+        .unwrap_or_else(|| panic!("git {args:?} failed"))
+        .trim()
+        .to_string()
+}
+
+/// The text of `path` in `commit`'s tree.
+pub fn show_file(dir: &Path, commit: &str, path: &str) -> String {
+    git_raw(dir, &["show", &format!("{commit}:{path}")])
+}
+
+/// The stdout of `git ARGS`, untrimmed.
+pub fn git_raw(dir: &Path, args: &[&str]) -> String {
+    try_git(dir, args, b"", &[]).unwrap_or_else(|| panic!("git {args:?} failed"))
 }

@@ -1,0 +1,8 @@
+//! The one TLS crypto provider harch builds: rustls on ring (a Rust and assembly build, where
+//! aws-lc-rs is a C build several times longer). reqwest is compiled without a provider of its
+//! own, so every client builder in the process calls [`install_provider`] first.
+
+/// Makes ring rustls's process-wide provider, once; a provider already installed is kept.
+pub(crate) fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
