@@ -10,7 +10,7 @@
 
 mod budget;
 
-pub use budget::Budget;
+pub use budget::{Budget, ENV as BUDGET_ENV};
 
 use std::error::Error;
 use std::fmt;
