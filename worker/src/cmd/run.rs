@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         handle_signals: true,
     };
     let data_dir = settings.data_dir().to_path_buf();
-    let talk = !args.json && !args.quiet;
+    let talk = !args.json && !args.quiet && !harch_worker::queue::logging::json_lines();
     if talk {
         eprintln!(
             "worker on {}; {}",
@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let rec = store.load(id)?;
         if matches!(rec.state, JobState::Failed | JobState::Cancelled) {
             failed += 1;
-            if !args.json && args.quiet {
+            if !args.json && !talk {
                 eprintln!(
                     "job {id} ({}) {}: {}",
                     rec.request.model_id,
