@@ -97,6 +97,7 @@ pub fn backend(
             let mut c = OpenAiConfig::new(&s.base_url, &s.model);
             c.api_key_env = s.api_key_env.clone();
             c.request_timeout = Duration::from_secs(s.request_timeout_s);
+            c.budget = harch_net::Budget::from_env();
             c.price = (s.input_usd_per_mtok > 0.0 || s.output_usd_per_mtok > 0.0).then_some(
                 crate::Price {
                     input_usd_per_mtok: s.input_usd_per_mtok,

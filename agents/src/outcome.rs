@@ -46,6 +46,10 @@ pub enum FailureKind {
     NoResult,
     /// Credentials rejected (HTTP 401/403 or the CLI said so).
     Auth,
+    /// The provider's API cannot be reached or has nothing at the URL: connection refused,
+    /// a name that does not resolve, a failed TLS handshake, no answer to connect, HTTP 404.
+    /// Another run will not fare better until someone fixes the endpoint or the network.
+    Unreachable,
     /// The agent reported an error of its own.
     AgentError,
     /// Non-zero exit with nothing more specific to say.

@@ -390,3 +390,61 @@ async fn a_publishing_token_cannot_be_configured_as_the_api_key() {
     config.api_key_env = "GITHUB_TOKEN".into();
     assert!(OpenAiBackend::new(config, &credentials()).is_err());
 }
+
+/// An endpoint that cannot be reached ends the run as `unreachable`, naming the cause (from
+/// the HTTP client's error chain) and what to check, after the cause's own small budget: a
+/// refused connection is tried twice, a failed TLS handshake once. Real sockets, real reqwest.
+#[tokio::test]
+async fn unreachable_endpoints_name_their_cause_and_spend_their_own_budget() {
+    let s = server(ResponseTemplate::new(200)).await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // https to a plain-HTTP server: the handshake fails.
+    let tls_url = format!("{}/v1", s.uri().replace("http://", "https://"));
+    for (base, said, requests) in [
+        (
+            format!("http://127.0.0.1:{closed}/v1"),
+            format!("connection refused: nothing listens at 127.0.0.1:{closed}"),
+            "(2 requests)",
+        ),
+        (tls_url, "TLS failure".to_string(), "(1 request)"),
+    ] {
+        let f = workspace();
+        let mut config = config(&s);
+        config.base_url = base.clone();
+        config.retry.max_retries = 8;
+        let o = run_with(config, &f, limits()).await;
+        let failure = o.failure.clone().unwrap();
+        assert_eq!(
+            failure.kind,
+            FailureKind::Unreachable,
+            "{base}: {failure:?}"
+        );
+        assert!(!o.retryable());
+        assert!(
+            failure.message.contains(&said)
+                && failure.message.contains(requests)
+                && failure.message.contains("HARCH_OPENAI_BASE_URL"),
+            "{base}: {}",
+            failure.message
+        );
+    }
+    // Nothing reached the server over plain HTTP.
+    assert!(s.received_requests().await.unwrap().is_empty());
+    // A 404 is a wrong base URL or model: not retried, said so.
+    let s = server(ResponseTemplate::new(200)).await;
+    let f = workspace();
+    let mut config = config(&s);
+    config.base_url = format!("{}/wrong", s.uri());
+    let o = run_with(config, &f, limits()).await;
+    let failure = o.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Unreachable);
+    assert!(
+        failure.message.contains("check the base URL"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(s.received_requests().await.unwrap().len(), 1);
+}

@@ -85,6 +85,10 @@ pub struct Hub {
     deadline: Option<Instant>,
     pub stats: Arc<Stats>,
     pub repo: String,
+    /// Retries by cause, within `retry.max_retries`.
+    budget: harch_net::Budget,
+    /// Each retry said on stderr.
+    notices: bool,
 }
 
 /// One hop's outcome: the answer, or where it redirects.
@@ -94,6 +98,9 @@ enum Hop {
 }
 
 const MAX_REDIRECTS: usize = 10;
+
+/// Connecting (name lookup, TCP and TLS) takes longer than this only when there is no route.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Hub {
     pub fn new(
@@ -108,7 +115,9 @@ impl Hub {
         crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("harch-worker/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            // A Hub (or CDN) that does not complete a connection in 3 s is not there: say so
+            // within seconds rather than after a long wait (one retry, by the budget).
+            .connect_timeout(timeout.min(CONNECT_TIMEOUT))
             .timeout(timeout)
             .pool_max_idle_per_host(concurrency.max(1))
             // Followed by hand, one retried hop at a time.
@@ -138,7 +147,16 @@ impl Hub {
             deadline: deadline.map(|d| Instant::now() + d),
             stats: Arc::new(Stats::default()),
             repo: repo.to_string(),
+            budget: harch_net::Budget::default(),
+            notices: false,
         })
+    }
+
+    /// Retries by cause ([`harch_net::Budget`]); `notices`: each retry said on stderr.
+    pub fn with_budget(mut self, budget: harch_net::Budget, notices: bool) -> Hub {
+        self.budget = budget;
+        self.notices = notices;
+        self
     }
 
     pub fn revision_url(&self, revision: &str) -> String {
@@ -232,8 +250,9 @@ impl Hub {
                 Err(Failure::Permanent(e)) => return Err(e),
                 Err(Failure::Retry { wait, error }) => (wait, error),
             };
-            let Some(backoff_wait) = backoff.next() else {
-                return Err(error.into_fetch_error(url.as_str(), attempt));
+            let allowed = self.budget.retries(error.cause());
+            let Some(backoff_wait) = backoff.next().filter(|_| attempt <= allowed) else {
+                return Err(error.into_fetch_error(&self.endpoint, url.as_str(), attempt));
             };
             let wait = server_wait
                 .unwrap_or(backoff_wait)
@@ -242,7 +261,16 @@ impl Hub {
                 .deadline
                 .is_some_and(|deadline| Instant::now() + wait >= deadline)
             {
-                return Err(error.into_fetch_error(url.as_str(), attempt));
+                return Err(error.into_fetch_error(&self.endpoint, url.as_str(), attempt));
+            }
+            if self.notices {
+                eprintln!(
+                    "retrying GET {url} in {} ms: {} (attempt {} of at most {})",
+                    wait.as_millis(),
+                    error.cause(),
+                    attempt + 1,
+                    allowed.min(self.retry.max_retries).saturating_add(1)
+                );
             }
             if matches!(error, Transient::Status(429)) {
                 self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -292,7 +320,7 @@ impl Hub {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let mut resp = req.send().await.map_err(|e| Failure::Retry {
             wait: None,
-            error: Transient::Network(describe(&e)),
+            error: Transient::network(&e, ""),
         })?;
         let status = resp.status();
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
@@ -362,7 +390,7 @@ impl Hub {
                 Err(e) => {
                     return Err(Failure::Retry {
                         wait: None,
-                        error: Transient::Network(format!("reading the body: {}", describe(&e))),
+                        error: Transient::network(&e, "reading the body: "),
                     });
                 }
             }
@@ -383,10 +411,10 @@ impl Hub {
             if (body.len() as u64) < wanted {
                 return Err(Failure::Retry {
                     wait: None,
-                    error: Transient::Network(format!(
-                        "truncated body: {} of {wanted} bytes",
-                        body.len()
-                    )),
+                    error: Transient::Network(
+                        harch_net::Cause::Reset,
+                        format!("truncated body: {} of {wanted} bytes", body.len()),
+                    ),
                 });
             }
         }
@@ -474,20 +502,40 @@ enum Failure {
 
 enum Transient {
     Status(u16),
-    Network(String),
+    Network(harch_net::Cause, String),
 }
 
 impl Transient {
-    fn into_fetch_error(self, url: &str, attempts: u32) -> FetchError {
+    /// A request that got no answer: its cause, and the error chain after `doing`.
+    fn network(e: &reqwest::Error, doing: &str) -> Transient {
+        let cause = harch_net::Cause::of(e, e.is_timeout(), e.is_connect());
+        Transient::Network(cause, format!("{doing}{}", describe(e)))
+    }
+
+    fn cause(&self) -> harch_net::Cause {
+        match self {
+            Transient::Status(s) => harch_net::Cause::Status(*s),
+            Transient::Network(c, _) => *c,
+        }
+    }
+
+    fn into_fetch_error(self, endpoint: &str, url: &str, attempts: u32) -> FetchError {
         match self {
             Transient::Status(status) => FetchError::Http {
                 url: url.to_string(),
                 status,
                 attempts,
             },
-            Transient::Network(message) => FetchError::Network {
+            // The Hub (or its CDN) was never reached: say so, and how to work without it.
+            Transient::Network(cause, _) if cause.unreachable() => FetchError::Unreachable {
+                endpoint: endpoint.to_string(),
                 url: url.to_string(),
-                message,
+                reason: harch_net::explain(cause, url),
+                attempts,
+            },
+            Transient::Network(cause, message) => FetchError::Network {
+                url: url.to_string(),
+                message: format!("{}; {message}", harch_net::explain(cause, url)),
                 attempts,
             },
         }

@@ -56,6 +56,18 @@ pub enum FetchError {
         attempts: u32,
     },
     #[error(
+        "cannot reach the Hub at {endpoint}: GET {url}: {reason} (after {attempts} {}). \
+         To work without it: `--offline` or HF_HUB_OFFLINE=1 serve the bundled snapshots \
+         (`harch-worker models` lists them); HF_ENDPOINT selects a mirror",
+        if *attempts == 1 { "attempt" } else { "attempts" }
+    )]
+    Unreachable {
+        endpoint: String,
+        url: String,
+        reason: String,
+        attempts: u32,
+    },
+    #[error(
         "the fetch of `{repo}` passed its {secs} s deadline ({requests} requests, {retries} retries)"
     )]
     Deadline {
@@ -87,7 +99,9 @@ impl FetchError {
     /// persisted through the retries. Everything else needs a person (or never succeeds).
     pub fn is_transient(&self) -> bool {
         match self {
-            FetchError::Network { .. } | FetchError::Deadline { .. } => true,
+            FetchError::Network { .. }
+            | FetchError::Unreachable { .. }
+            | FetchError::Deadline { .. } => true,
             FetchError::Http { status, .. } => *status == 429 || *status >= 500,
             _ => false,
         }

@@ -35,15 +35,24 @@ pub async fn fetch_truth(opts: &FetchOptions) -> Result<FetchReport, FetchError>
     if opts.offline {
         return from_snapshot(opts, started);
     }
-    let hub = Arc::new(Hub::new(
-        &opts.endpoint,
-        &opts.model_id,
-        opts.token.clone(),
-        opts.concurrency,
-        opts.timeout,
-        opts.retry.clone(),
-        opts.deadline,
-    )?);
+    let hub = Arc::new(
+        Hub::new(
+            &opts.endpoint,
+            &opts.model_id,
+            opts.token.clone(),
+            opts.concurrency,
+            opts.timeout,
+            opts.retry.clone(),
+            opts.deadline,
+        )?
+        .with_budget(opts.budget, opts.notices),
+    );
+    if opts.notices {
+        eprintln!(
+            "fetching {}@{} from {}",
+            opts.model_id, opts.revision, opts.endpoint
+        );
+    }
     let fetch = fetch_online(opts, &hub, started);
     match opts.deadline {
         // Dropping the fetch drops its staging directory: nothing is left behind.

@@ -24,6 +24,7 @@ pub use cache::Cache;
 pub use client::RetryPolicy;
 pub use error::FetchError;
 pub use fetch::fetch_truth;
+pub use harch_net::Budget;
 pub use harch_truth::cache_dir::harch_cache_dir;
 pub use harch_truth::names::check_repo_path;
 pub use headers::{DEFAULT_GUESS, ENTRY_OVERHEAD, HEADER_SLACK, guess_from_names};
@@ -53,11 +54,16 @@ pub struct FetchOptions {
     pub deadline: Option<Duration>,
     /// Draw a bar over shards on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Retries of one request by cause, within `retry.max_retries`.
+    pub budget: harch_net::Budget,
+    /// Say on stderr what the fetch is doing and each retry (`fetch` without `-q`).
+    pub notices: bool,
 }
 
 impl FetchOptions {
-    /// Options with defaults, taking endpoint, token, offline mode and cache from the
-    /// environment (`HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`, `HARCH_CACHE_DIR`).
+    /// Options with defaults, taking endpoint, token, offline mode, cache and retry budget from
+    /// the environment (`HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`, `HARCH_CACHE_DIR`,
+    /// `HARCH_RETRIES_*`).
     pub fn from_env(model_id: &str, out: PathBuf) -> FetchOptions {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         FetchOptions {
@@ -75,6 +81,8 @@ impl FetchOptions {
             retry: RetryPolicy::default(),
             deadline: Some(Duration::from_secs(600)),
             progress: false,
+            budget: harch_net::Budget::from_env(),
+            notices: false,
         }
     }
 }

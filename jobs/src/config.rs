@@ -24,6 +24,56 @@ pub struct Settings {
     #[serde(default)]
     pub review: ReviewSettings,
     pub publish: PublishSettings,
+    /// Where the data dir was taken from (filled in by [`Settings::load`]).
+    #[serde(skip)]
+    pub data_dir_origin: DataDirOrigin,
+}
+
+/// What chose the data dir, for the commands that say which queue they use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DataDirOrigin {
+    /// `--data-dir`.
+    Flag,
+    /// `$HARCH_DATA_DIR`.
+    Env,
+    /// `worker.data_dir` in a queue.toml.
+    File,
+    /// The per-user default ([`user_data_dir`]).
+    #[default]
+    User,
+}
+
+impl DataDirOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataDirOrigin::Flag => "--data-dir",
+            DataDirOrigin::Env => "HARCH_DATA_DIR",
+            DataDirOrigin::File => "queue.toml",
+            DataDirOrigin::User => "per-user default",
+        }
+    }
+}
+
+/// The per-user data dir: `$XDG_DATA_HOME/harch`, else `~/.local/share/harch` (the XDG base
+/// directory rule: a relative `XDG_DATA_HOME` is ignored). One queue per user wherever a
+/// command runs; a project keeps its own (`.harch/`) only when asked.
+pub fn user_data_dir() -> anyhow::Result<PathBuf> {
+    user_data_dir_from(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
+}
+
+fn user_data_dir_from(get: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+    if let Some(xdg) = get("XDG_DATA_HOME").map(PathBuf::from)
+        && xdg.is_absolute()
+    {
+        return Ok(xdg.join("harch"));
+    }
+    match get("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() => Ok(home.join(".local/share/harch")),
+        _ => bail!(
+            "no per-user data dir: neither XDG_DATA_HOME nor HOME is an absolute path; set \
+             HARCH_DATA_DIR or pass --data-dir"
+        ),
+    }
 }
 
 /// The review and fix stages.
@@ -277,7 +327,9 @@ pub struct QueueFlags {
     /// Queue URL: sqlite://PATH or redis://HOST:PORT (overrides queue.toml and $HARCH_QUEUE_URL).
     #[arg(long = "queue")]
     pub queue_url: Option<String>,
-    /// Directory of job records and artifacts (overrides queue.toml and $HARCH_DATA_DIR).
+    /// Directory of job records, artifacts and the SQLite queue (overrides $HARCH_DATA_DIR and
+    /// queue.toml's worker.data_dir; default: the per-user $XDG_DATA_HOME/harch, else
+    /// ~/.local/share/harch).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 }
@@ -312,12 +364,21 @@ impl Settings {
             }
             None => Settings::parse(DEFAULT_TOML, "the built-in queue.toml")?,
         };
+        settings.data_dir_origin = DataDirOrigin::File;
         settings.apply_env(|k| env(k))?;
+        if env("HARCH_DATA_DIR").is_some() {
+            settings.data_dir_origin = DataDirOrigin::Env;
+        }
         if let Some(url) = &flags.queue_url {
             settings.queue.url = url.clone();
         }
         if let Some(dir) = &flags.data_dir {
             settings.worker.data_dir = dir.clone();
+            settings.data_dir_origin = DataDirOrigin::Flag;
+        }
+        if settings.worker.data_dir.as_os_str().is_empty() {
+            settings.worker.data_dir = user_data_dir()?;
+            settings.data_dir_origin = DataDirOrigin::User;
         }
         settings.check()?;
         Ok(settings)
@@ -483,6 +544,19 @@ impl Settings {
         Ok(())
     }
 
+    /// `queue sqlite://… (data dir …, from …)`: the line commands print to say which queue
+    /// they used.
+    pub fn describe_queue(&self) -> String {
+        let url = self
+            .queue_url()
+            .map_or_else(|_| self.queue.url.clone(), |u| u.to_string());
+        format!(
+            "queue {url}, data dir {} ({})",
+            self.worker.data_dir.display(),
+            self.data_dir_origin.as_str()
+        )
+    }
+
     /// The queue the settings select; empty means SQLite inside the data dir.
     pub fn queue_url(&self) -> anyhow::Result<QueueUrl> {
         if self.queue.url.trim().is_empty() {
@@ -558,12 +632,37 @@ mod tests {
     fn built_in_defaults_parse_and_select_embedded_sqlite() {
         let s = Settings::parse(DEFAULT_TOML, "default").unwrap();
         s.check().unwrap();
+        // An empty data_dir is the per-user one, chosen by `load`.
+        assert_eq!(s.worker.data_dir, PathBuf::new());
         assert_eq!(
             s.queue_url().unwrap(),
-            QueueUrl::Sqlite(PathBuf::from(".harch/queue.sqlite"))
+            QueueUrl::Sqlite(PathBuf::from("queue.sqlite"))
         );
         assert_eq!(s.stage_timeout("fetch"), Duration::from_secs(300));
         assert_eq!(s.stage_timeout("unlisted"), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn the_per_user_data_dir_follows_xdg() {
+        use std::ffi::OsString;
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(
+            user_data_dir_from(env(&[("XDG_DATA_HOME", "/x/data"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/x/data/harch")
+        );
+        assert_eq!(
+            user_data_dir_from(env(&[("XDG_DATA_HOME", "rel"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/h/.local/share/harch")
+        );
+        let err = user_data_dir_from(env(&[])).unwrap_err().to_string();
+        assert!(err.contains("HARCH_DATA_DIR"), "{err}");
     }
 
     #[test]
@@ -652,7 +751,7 @@ mod tests {
         let s = Settings::parse("[worker]\nconcurrency = 5\n", "x.toml").unwrap();
         s.check().unwrap();
         assert_eq!(s.worker.concurrency, 5);
-        assert_eq!(s.worker.data_dir, PathBuf::from(".harch"));
+        assert_eq!(s.worker.data_dir, PathBuf::new());
         assert_eq!(s.queue.name, "harch-jobs");
         assert_eq!(s.retry.max_attempts, 5);
         assert_eq!(

@@ -59,6 +59,26 @@ impl JobState {
             JobState::Cancelled => "cancelled",
         }
     }
+
+    /// The state after "job X has already …": `succeeded`, `failed`, `been cancelled`.
+    pub fn past_tense(self) -> &'static str {
+        match self {
+            JobState::Cancelled => "been cancelled",
+            s => s.as_str(),
+        }
+    }
+
+    /// The state after "job X …": `is pending`, `is running`, `has succeeded`, `has failed`,
+    /// `was cancelled`.
+    pub fn is_phrase(self) -> &'static str {
+        match self {
+            JobState::Pending => "is pending",
+            JobState::Running => "is running",
+            JobState::Succeeded => "has succeeded",
+            JobState::Failed => "has failed",
+            JobState::Cancelled => "was cancelled",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -78,6 +78,71 @@ impl JobStore {
         Ok(self.root.join("jobs").join(id))
     }
 
+    /// The job `given` names: a whole id, `last` (the newest job), or a unique prefix of an
+    /// id, as git takes short hashes (any case: ids are upper-case Crockford base32). A prefix
+    /// several jobs share is refused, listing them.
+    pub fn resolve(&self, given: &str) -> anyhow::Result<String> {
+        let want = given.trim().to_ascii_uppercase();
+        if want == "LAST" {
+            return self.ids()?.pop().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "there is no last job: {} holds no jobs",
+                    self.root.display()
+                )
+            });
+        }
+        if Ulid::from_string(&want).is_ok() {
+            return Ok(want);
+        }
+        const CROCKFORD: &str = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+        if want.is_empty() || want.len() > 26 || !want.chars().all(|c| CROCKFORD.contains(c)) {
+            bail!(
+                "`{given}` is not a job id: give an id as `enqueue` printed it, a unique prefix \
+                 of one (as `status` lists them), or `last`"
+            );
+        }
+        let matches: Vec<String> = self
+            .ids()?
+            .into_iter()
+            .filter(|id| id.starts_with(&want))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => bail!("no job id starts with {want} in {}", self.root.display()),
+            many => {
+                let listed: Vec<String> = many
+                    .iter()
+                    .map(|id| match self.load(id) {
+                        Ok(r) => format!("  {id}  {}  {}", r.request.model_id, r.state.as_str()),
+                        Err(_) => format!("  {id}"),
+                    })
+                    .collect();
+                bail!(
+                    "job id prefix {want} is ambiguous: {} jobs start with it; give more \
+                     characters:\n{}",
+                    many.len(),
+                    listed.join("\n")
+                )
+            }
+        }
+    }
+
+    /// Every job id, oldest first (ULIDs sort by creation time).
+    fn ids(&self) -> anyhow::Result<Vec<String>> {
+        let dir = self.root.join("jobs");
+        let mut ids: Vec<String> = match fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| Ulid::from_string(n).is_ok())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        ids.sort();
+        Ok(ids)
+    }
+
     fn record_path(&self, id: &str) -> anyhow::Result<PathBuf> {
         Ok(self.job_dir(id)?.join("job.json"))
     }
@@ -214,14 +279,7 @@ impl JobStore {
 
     /// Every job, oldest first (ids are ULIDs, so names sort by creation time).
     pub fn list(&self) -> anyhow::Result<Vec<JobRecord>> {
-        let dir = self.root.join("jobs");
-        let mut ids: Vec<String> = fs::read_dir(&dir)
-            .with_context(|| format!("cannot list {}", dir.display()))?
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| Ulid::from_string(n).is_ok())
-            .collect();
-        ids.sort();
+        let ids = self.ids()?;
         ids.iter()
             .filter(|id| self.record_path(id).is_ok_and(|p| p.exists()))
             .map(|id| self.load(id))
@@ -314,6 +372,42 @@ mod tests {
         assert!(store.load("../../etc").is_err());
         let err = store.load("01JZZZZZZZZZZZZZZZZZZZZZZZ").unwrap_err();
         assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn prefixes_and_last_resolve_and_an_ambiguous_prefix_lists_the_jobs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = JobStore::open(tmp.path()).unwrap();
+        let (a, _) = store.create_or_existing(request("org/a"), "t").unwrap();
+        let (b, _) = store.create_or_existing(request("org/b"), "t").unwrap();
+        assert_eq!(store.resolve("last").unwrap(), b.id);
+        assert_eq!(store.resolve(&a.id).unwrap(), a.id);
+        // The shortest prefix that tells them apart, in lower case.
+        let common =
+            a.id.chars()
+                .zip(b.id.chars())
+                .take_while(|(x, y)| x == y)
+                .count();
+        let short = a.id[..=common].to_ascii_lowercase();
+        assert_eq!(store.resolve(&short).unwrap(), a.id);
+        let err = store.resolve(&a.id[..common]).unwrap_err().to_string();
+        assert!(
+            err.contains("is ambiguous: 2 jobs start with it")
+                && err.contains(&format!("{}  org/a  pending", a.id))
+                && err.contains(&format!("{}  org/b  pending", b.id)),
+            "{err}"
+        );
+        let err = store.resolve("ZZZZ").unwrap_err().to_string();
+        assert!(err.contains("no job id starts with ZZZZ"), "{err}");
+        let err = store.resolve("../x").unwrap_err().to_string();
+        assert!(err.contains("is not a job id"), "{err}");
+        let empty = tempfile::tempdir().unwrap();
+        let err = JobStore {
+            root: empty.path().into(),
+        }
+        .resolve("last")
+        .unwrap_err();
+        assert!(err.to_string().contains("there is no last job"), "{err}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::sync::watch;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, info, info_span};
 
 use super::registry::StageRegistry;
 use super::stage::{StageContext, StageError, list_files, split_stage_name, stage_dir_name};
@@ -208,7 +208,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                 add_work(store, id, idx, work_ms)?;
                 mark_stage_failed(store, id, idx, &msg)?;
                 store.log(id, &format!("stage {spec}: permanent failure: {msg}"))?;
-                warn!(error = %msg, "stage failed permanently");
+                info!(error = %msg, "stage failed permanently");
                 return Ok(StageEnd::Failed(
                     FailureKind::Permanent,
                     format!("stage {spec}: {msg}"),
@@ -234,7 +234,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                         id,
                         &format!("stage {spec}: gave up after {attempt} attempts: {msg}"),
                     )?;
-                    warn!(error = %msg, attempt, "stage gave up");
+                    info!(error = %msg, attempt, "stage gave up");
                     return Ok(StageEnd::Failed(
                         FailureKind::Transient,
                         format!("stage {spec}: gave up after {attempt} attempts: {msg}"),
@@ -254,7 +254,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                         wait.as_millis()
                     ),
                 )?;
-                warn!(error = %msg, attempt, retry_in_ms = wait.as_millis() as u64, "stage failed, will retry");
+                info!(error = %msg, attempt, retry_in_ms = wait.as_millis() as u64, "stage failed, will retry");
                 let mut shutdown = st.shutdown.clone();
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -324,7 +324,8 @@ fn finish_failed(
     cleanup_staging(&st.store, id);
     st.store.release_active(&rec)?;
     st.store.log(id, &format!("job failed: {msg}"))?;
-    warn!(error = %msg, "job failed");
+    // Info, not a warning: `run` says each failure once, with its cause, and `status` keeps it.
+    info!(error = %msg, "job failed");
     Ok(RunOutcome::Finished(JobState::Failed))
 }
 

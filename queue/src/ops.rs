@@ -110,7 +110,7 @@ pub fn cancel(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
                 r.last_error = Some("cancelled by operator before it ran".into());
             }
             JobState::Running => r.cancel_requested = true,
-            s => bail!("job {id} has already {}", s.as_str()),
+            s => bail!("job {id} has already {}", s.past_tense()),
         }
         Ok(())
     })?;
@@ -131,8 +131,8 @@ pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
     let rec = store.load(id)?;
     if !matches!(rec.state, JobState::Failed | JobState::Cancelled) {
         bail!(
-            "job {id} is {}: only failed or cancelled jobs can be retried",
-            rec.state.as_str()
+            "job {id} {}: only failed or cancelled jobs can be retried",
+            rec.state.is_phrase()
         );
     }
     let mut backend = QueueBackend::connect(settings).await?;
@@ -141,7 +141,7 @@ pub async fn retry(settings: &Settings, id: &str) -> anyhow::Result<JobRecord> {
     let (_, rec) = store.update(id, |r| {
         // Checked again under the lock: a concurrent retry must not queue the job twice.
         if !matches!(r.state, JobState::Failed | JobState::Cancelled) {
-            bail!("job {id} is {} now", r.state.as_str());
+            bail!("job {id} {} now", r.state.is_phrase());
         }
         r.state = JobState::Pending;
         r.retries += 1;

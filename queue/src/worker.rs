@@ -3,6 +3,8 @@
 //! no job is pending or running.
 
 use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use apalis::prelude::*;
@@ -33,7 +35,12 @@ macro_rules! run_apalis {
             // Without this every job shares one task: a job's file I/O would stall the others.
             .parallelize(tokio::spawn)
             .catch_panic()
-            .enable_tracing()
+            // A delivery's failure is logged by `handle_ticket` when it is one; apalis's own
+            // ERROR would also fire for a clean stop, whose checkpoint returns an error so that
+            // the store delivers the ticket again.
+            .layer(apalis::layers::tracing::TraceLayer::new().on_failure(
+                apalis::layers::tracing::DefaultOnFailure::new().level(tracing::Level::DEBUG),
+            ))
             .data($state)
             .build(handle_ticket)
             .run_with_ctx(move |ctx| {
@@ -73,7 +80,7 @@ pub async fn run_worker(
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
     if opts.handle_signals {
-        tokio::spawn(stop_on_signal(stop_tx.clone()));
+        tokio::spawn(stop_on_signal(listen_for_signals()?, stop_tx.clone()));
     }
     if opts.once {
         tokio::spawn(stop_when(store.clone(), stop_tx.clone(), Vec::new()));
@@ -207,20 +214,82 @@ async fn sweep(backend: &mut QueueBackend, settings: &Settings) {
     }
 }
 
-async fn stop_on_signal(stop: Arc<watch::Sender<bool>>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        error!("cannot listen for SIGTERM/SIGINT");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM: finishing running stages, taking no new jobs"),
-        _ = int.recv() => info!("SIGINT: finishing running stages, taking no new jobs"),
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SIGNALS: OnceLock<watch::Receiver<bool>> = OnceLock::new();
+
+/// Whether this process got SIGINT or SIGTERM (after [`listen_for_signals`]): `bench-queue`
+/// then reports what it measured as interrupted.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// The exit status of a process ended by a second interrupt (128 + SIGINT, as shells report).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Listens for SIGINT/SIGTERM for the rest of the process, from the moment this returns; the
+/// receiver turns true at the first signal. The first stops every worker cleanly (running
+/// stages finish or checkpoint); a second ends the process at once: the jobs it was running
+/// stay `running` until their lease runs out, and are then delivered again from their last
+/// completed stage. Listening on a thread of its own keeps it alive between runtimes (a
+/// signal handler, once installed, swallows signals nobody reads).
+pub fn listen_for_signals() -> anyhow::Result<watch::Receiver<bool>> {
+    if let Some(rx) = SIGNALS.get() {
+        return Ok(rx.clone());
     }
-    let _ = stop.send(true);
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the signal listener: {e}"))?;
+    // Installed here, before returning: a signal from now on is ours.
+    let (term, int) = {
+        let _in_rt = rt.enter();
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
+    };
+    let (Ok(mut term), Ok(mut int)) = (term, int) else {
+        anyhow::bail!("cannot listen for SIGTERM/SIGINT");
+    };
+    let (tx, rx) = watch::channel(false);
+    let rx = SIGNALS.get_or_init(|| rx).clone();
+    std::thread::Builder::new()
+        .name("harch-signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let first = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "SIGINT",
+                };
+                INTERRUPTED.store(true, Ordering::Relaxed);
+                // Said whatever the log level: the operator pressed a key and waits.
+                eprintln!(
+                    "{first}: stopping: running stages finish or checkpoint, no new jobs are \
+                     taken (Ctrl-C again to exit at once)"
+                );
+                info!(signal = first, "stopping");
+                let _ = tx.send(true);
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                eprintln!(
+                    "second interrupt: exiting now; running jobs are delivered again once \
+                     their lease runs out"
+                );
+                std::process::exit(EXIT_INTERRUPTED);
+            })
+        })
+        .map_err(|e| anyhow::anyhow!("cannot start the signal listener: {e}"))?;
+    Ok(rx)
+}
+
+/// Sends `stop` once the process is interrupted.
+async fn stop_on_signal(mut signals: watch::Receiver<bool>, stop: Arc<watch::Sender<bool>>) {
+    if signals.wait_for(|s| *s).await.is_ok() {
+        let _ = stop.send(true);
+    }
 }
 
 /// Stops the worker once the queue is drained (`jobs` empty) or once `jobs` are all final.

@@ -5,6 +5,7 @@
 
 pub use harch_hub as hub;
 pub use harch_library::{candidate, declared_gap, specs, subject, verify};
+pub use harch_net as net;
 pub use harch_pipeline as pipeline;
 pub use harch_pipeline::ablation;
 pub use harch_publish as publish;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// dependencies alike: a test links what its crate's tests name). Bottom first.
 const LAYERS: &[(&str, &[&str])] = &[
     ("harch-files", &[]),
+    ("harch-net", &[]),
     ("harch-engine", &[]),
     ("harch-guards", &["harch-engine"]),
     ("harch-review", &["harch-engine", "harch-guards"]),
@@ -19,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["harch-engine", "harch-guards", "harch-review"],
     ),
     ("harch-sandbox", &["harch-files"]),
-    ("harch-agents", &["harch-sandbox"]),
+    ("harch-agents", &["harch-sandbox", "harch-net"]),
     ("harch-truth", &["harch-files", "harch-guards"]),
     (
         "harch-library",
@@ -31,7 +32,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "harch-truth",
         ],
     ),
-    ("harch-hub", &["harch-files", "harch-guards", "harch-truth"]),
+    (
+        "harch-hub",
+        &["harch-files", "harch-net", "harch-guards", "harch-truth"],
+    ),
     ("harch-jobs", &["harch-files"]),
     ("harch-queue", &["harch-jobs"]),
     (
@@ -51,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "harch-pipeline",
         &[
             "harch-files",
+            "harch-net",
             "harch-engine",
             "harch-guards",
             "harch-review",
@@ -69,6 +74,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "harch-worker",
         &[
             "harch-files",
+            "harch-net",
             "harch-engine",
             "harch-guards",
             "harch-review",
@@ -91,6 +97,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// the ground truth on disk.
 const OFFLINE: &[&str] = &[
     "harch-files",
+    "harch-net",
     "harch-engine",
     "harch-guards",
     "harch-review",

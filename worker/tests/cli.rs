@@ -23,6 +23,8 @@ fn cmd(dir: &Path, args: &[&str]) -> Command {
         .env_remove("HARCH_CONFIG")
         .env_remove("HARCH_QUEUE_URL")
         .env_remove("HARCH_DATA_DIR")
+        // The per-user data dir of these runs is theirs: never the real user's.
+        .env("XDG_DATA_HOME", dir.join(".xdg-data"))
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
         .env("HARCH_CACHE_DIR", dir.join(".hub-cache"))
         // Some runs are in the repository itself: keep nothing there.
@@ -228,10 +230,27 @@ fn logs_are_quiet_and_colourless_unless_asked() {
     assert_eq!(out.lines().count(), 1);
     let (code, _, err) = run_in(d, &["run", "--once"]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        err.is_empty(),
-        "default logs are warnings and errors only: {err}"
+    // No log lines at the default level; `run` itself says what its jobs do.
+    for level in ["ERROR", "WARN", "INFO", "DEBUG"] {
+        assert!(
+            !err.contains(level),
+            "default logs are warnings and errors only: {err}"
+        );
+    }
+    assert!(err.contains("openai/gpt-oss-20b: succeeded"), "{err}");
+    run_in(
+        d,
+        &[
+            "enqueue",
+            "openai/gpt-oss-20b",
+            "--kind",
+            "revalidate",
+            "--offline",
+        ],
     );
+    let (code, _, err) = run_in(d, &["run", "--once", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "-q: {err}");
     let (code, _, err) = run_in(d, &["run", "--once", "-v"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("INFO"), "{err}");
@@ -371,8 +390,17 @@ fn status_and_cancel_say_where_they_looked_and_what_is_missing() {
     let d = tmp.path();
     let (code, out, _) = run_in(d, &["status"]);
     assert_eq!(code, 0);
-    assert!(out.contains("no jobs in .harch"), "{out}");
-    assert!(!d.join(".harch").exists(), "status created the data dir");
+    // One queue per user by default, wherever the command runs; nothing in the project.
+    let user = d.join(".xdg-data/harch");
+    assert!(
+        out.contains(&format!(
+            "no jobs in {} (the data dir, per-user default",
+            user.display()
+        )),
+        "{out}"
+    );
+    assert!(!user.exists(), "status created the data dir");
+    assert!(!d.join(".harch").exists());
     let unknown = "01JD3XK4F5Q2W8Y6Z7A9B0C1D2";
     let (code, _, err) = run_in(d, &["cancel", unknown]);
     assert_eq!(code, 2);
@@ -786,7 +814,10 @@ fn cancel_retry_and_run_answer_in_json_on_success_and_failure() {
     let e = json(&out);
     assert_eq!(e["exit_code"], 2);
     assert!(
-        e["error"].as_str().unwrap().contains("already cancelled"),
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("has already been cancelled"),
         "{e}"
     );
     let (code, out, _) = run_in(d, &["retry", id, "--json"]);
@@ -883,6 +914,8 @@ fn progress_bars_stay_off_pipes_and_json() {
         .args(["-qec", &line, "/dev/null"])
         .current_dir(d)
         .env("TERM", "xterm")
+        .env_remove("HARCH_DATA_DIR")
+        .env("XDG_DATA_HOME", d.join(".xdg-data"))
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

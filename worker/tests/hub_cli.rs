@@ -143,8 +143,33 @@ async fn exit_codes_tell_permanent_from_transient() {
     )
     .output()
     .unwrap();
+    // No Hub: exit 3 (try again later), the cause named, and the ways to work without it.
     assert_eq!(down.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&down.stderr).contains("cannot connect"));
+    let said = String::from_utf8_lossy(&down.stderr);
+    for part in [
+        "cannot reach the Hub at http://127.0.0.1:9",
+        "connection refused",
+        "after 2 attempts",
+        "--offline",
+        "HF_HUB_OFFLINE=1",
+        "bundled snapshots",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    // The retry is said while it happens; -q keeps stderr to the error.
+    assert!(said.contains("retrying GET http://127.0.0.1:9/"), "{said}");
+    let quiet = fetch_cmd(
+        "http://127.0.0.1:9",
+        &["org/m", "-q", "--no-cache", "--out", out.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(quiet.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&quiet.stderr);
+    assert!(
+        !said.contains("retrying") && said.contains("cannot reach the Hub"),
+        "{said}"
+    );
 }
 
 #[test]

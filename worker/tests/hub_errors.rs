@@ -344,6 +344,7 @@ async fn bad_model_ids_are_refused_before_any_request() {
 #[tokio::test]
 async fn connection_refused_is_transient() {
     let dir = tempfile::tempdir().unwrap();
+    // The test budget allows two retries of a refused connection: three attempts, said.
     let err = fetch_truth(&options(
         "http://127.0.0.1:9",
         "org/m",
@@ -352,10 +353,25 @@ async fn connection_refused_is_transient() {
     .await
     .unwrap_err();
     assert!(
-        matches!(err, FetchError::Network { attempts: 3, .. }),
+        matches!(err, FetchError::Unreachable { attempts: 3, .. }),
         "{err}"
     );
+    let text = err.to_string();
+    assert!(
+        text.contains("connection refused: nothing listens at 127.0.0.1:9")
+            && text.contains("after 3 attempts")
+            && text.contains("HF_HUB_OFFLINE=1"),
+        "{text}"
+    );
     assert!(err.is_transient());
+    // The default budget: one retry.
+    let mut opts = options("http://127.0.0.1:9", "org/m", &dir.path().join("t"));
+    opts.budget = harch_worker::hub::Budget::default();
+    let err = fetch_truth(&opts).await.unwrap_err();
+    assert!(
+        matches!(err, FetchError::Unreachable { attempts: 2, .. }),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -156,7 +156,7 @@ fn a_verified_defect_is_fixed_validated_and_reviewed_again() {
     for line in [
         "    review round 0: recorded NO_PASS; rows 2 verified, 0 unverified, 0 contradicted; defects 1 verified, 0 unverified, 0 contradicted\n",
         "    review round 1: recorded PASS; rows 2 verified, 0 unverified, 0 contradicted; defects 0 verified, 0 unverified, 0 contradicted\n",
-        "\"recorded\":\"PASS\"",
+        "recorded=PASS",
         "kept in attempts/fix/1/",
         "kept in attempts/review/2/",
     ] {

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBuilder};
 use serde_json::json;
 
 use super::wire::{ChatRequest, ChatResponse, Message};
@@ -104,21 +104,7 @@ async fn steps(
             tool_choice: "auto",
             max_tokens: None,
         };
-        let mut waits: Vec<(Failure, u128)> = Vec::new();
-        let sent = (|| post(backend, &body))
-            .retry(backoff(&backend.config.retry))
-            .when(|e: &PostError| {
-                matches!(
-                    e.failure.kind,
-                    FailureKind::RateLimited | FailureKind::Transient
-                )
-            })
-            .adjust(|e, wait| {
-                let cap = backend.config.retry.max_delay;
-                wait.map(|w| e.retry_after.map_or(w, |r| r.min(cap)))
-            })
-            .notify(|e, wait| waits.push((e.failure.clone(), wait.as_millis())))
-            .await;
+        let (sent, waits) = send(backend, &body).await;
         for (failure, wait_ms) in &waits {
             transcript
                 .record(&json!({"step": step, "retry_after_error": failure, "wait_ms": wait_ms}))?;
@@ -211,10 +197,64 @@ fn backoff(p: &super::RetryPolicy) -> ExponentialBuilder {
         .with_jitter()
 }
 
+/// A server that was never reached is asked again after this long, not after the backoff: if
+/// it is coming up, it is up by then; if not, waiting longer does not help.
+const UNREACHABLE_WAIT: Duration = Duration::from_millis(500);
+
+/// Sends one request, retried by its failure's cause ([`harch_net::Budget`], within the retry
+/// policy's cap): a refused connection or a name that does not resolve once after a short
+/// wait, 429 and 5xx with backoff (or the server's `Retry-After`), a 401/403/404 never. The
+/// error's message states how many requests were sent. Also returns each retried failure and
+/// the wait before its retry.
+async fn send(
+    backend: &OpenAiBackend,
+    body: &ChatRequest<'_>,
+) -> (Result<ChatResponse, PostError>, Vec<(Failure, u128)>) {
+    let policy = &backend.config.retry;
+    let mut waits = Vec::new();
+    let mut delays = backoff(policy).build();
+    let mut sent: u32 = 0;
+    loop {
+        sent += 1;
+        let mut e = match post(backend, body).await {
+            Ok(r) => return (Ok(r), waits),
+            Err(e) => e,
+        };
+        let retryable = matches!(
+            e.failure.kind,
+            FailureKind::RateLimited | FailureKind::Transient | FailureKind::Unreachable
+        ) && e.cause.transient();
+        let allowed = backend
+            .config
+            .budget
+            .retries(e.cause)
+            .min(policy.max_retries as u32);
+        let next = delays.next();
+        if !retryable || sent > allowed || next.is_none() {
+            let requests = if sent == 1 {
+                "1 request".to_string()
+            } else {
+                format!("{sent} requests")
+            };
+            e.failure.message = format!("{} ({requests})", e.failure.message);
+            return (Err(e), waits);
+        }
+        let wait = match e.cause.unreachable() {
+            true => UNREACHABLE_WAIT.min(policy.max_delay),
+            false => e
+                .retry_after
+                .map_or(next.unwrap_or_default(), |r| r.min(policy.max_delay)),
+        };
+        waits.push((e.failure.clone(), wait.as_millis()));
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// A request that failed, and how long the server asked us to wait before the next one.
 #[derive(Debug)]
 struct PostError {
     failure: Failure,
+    cause: harch_net::Cause,
     retry_after: Option<Duration>,
 }
 
@@ -222,8 +262,30 @@ impl From<Failure> for PostError {
     fn from(failure: Failure) -> Self {
         PostError {
             failure,
+            cause: harch_net::Cause::Other,
             retry_after: None,
         }
+    }
+}
+
+/// The failure of a request that got no answer, by its cause: one the endpoint must be fixed
+/// for (refused, DNS, TLS, no answer to connect) is `Unreachable`, the others transient.
+fn no_answer(url: &str, doing: &str, e: &reqwest::Error) -> PostError {
+    let cause = harch_net::Cause::of(e, e.is_timeout(), e.is_connect());
+    let kind = match cause.unreachable() {
+        true => FailureKind::Unreachable,
+        false => FailureKind::Transient,
+    };
+    PostError {
+        failure: Failure::new(
+            kind,
+            format!(
+                "{doing} {url}: {} (check agent.openai_base_url / HARCH_OPENAI_BASE_URL)",
+                harch_net::explain(cause, url)
+            ),
+        ),
+        cause,
+        retry_after: None,
     }
 }
 
@@ -245,25 +307,29 @@ async fn post(backend: &OpenAiBackend, body: &ChatRequest<'_>) -> Result<ChatRes
     let response = request
         .send()
         .await
-        .map_err(|e| Failure::new(FailureKind::Transient, format!("POST {url}: {e}")))?;
+        .map_err(|e| no_answer(&url, "POST", &e))?;
     let status = response.status();
     let wait = retry_after(response.headers());
-    let text = response.text().await.map_err(|e| {
-        Failure::new(
-            FailureKind::Transient,
-            format!("reading the response of {url}: {e}"),
-        )
-    })?;
+    let text = response
+        .text()
+        .await
+        .map_err(|e| no_answer(&url, "reading the response of", &e))?;
     if !status.is_success() {
         let kind = match status.as_u16() {
             429 => FailureKind::RateLimited,
             401 | 403 => FailureKind::Auth,
-            s if s >= 500 => FailureKind::Transient,
+            404 => FailureKind::Unreachable,
+            s if s >= 500 || s == 408 => FailureKind::Transient,
             _ => FailureKind::AgentError,
         };
+        let cause = harch_net::Cause::Status(status.as_u16());
         let snippet: String = text.chars().take(500).collect();
         return Err(PostError {
-            failure: Failure::new(kind, format!("HTTP {status} from {url}: {snippet}")),
+            failure: Failure::new(
+                kind,
+                format!("HTTP {status} from {url}: {snippet} ({})", cause.hint(&url)),
+            ),
+            cause,
             retry_after: wait,
         });
     }

@@ -23,6 +23,9 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// How one request is retried on 429, 5xx and network errors before the run gives up.
     pub retry: RetryPolicy,
+    /// Retries by cause within `retry.max_retries`: a refused connection or a name that does
+    /// not resolve is tried again once, not for minutes.
+    pub budget: harch_net::Budget,
     /// The provider's list prices, when known: the run's cost is then counted after every
     /// response and checked against [`crate::AgentLimits::max_cost_usd`].
     pub price: Option<Price>,
@@ -70,6 +73,7 @@ impl OpenAiConfig {
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_secs(600),
             retry: RetryPolicy::default(),
+            budget: harch_net::Budget::default(),
             price: None,
         }
     }

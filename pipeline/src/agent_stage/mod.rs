@@ -400,6 +400,11 @@ impl<T: AgentTask> Loop<'_, T> {
             Some("auth") => Err(StageError::permanent(format!(
                 "agent {backend} was refused by its provider: {message}"
             ))),
+            // Another run cannot reach it either: fail once, saying what to fix, instead of
+            // spending every stage attempt and backoff on the same refused connection.
+            Some("unreachable") => Err(StageError::permanent(format!(
+                "agent {backend} cannot reach its provider: {message}"
+            ))),
             Some(kind) if attempt.provider_hiccup() => Err(StageError::transient(format!(
                 "agent {backend}: {message} ({kind})"
             ))),

@@ -6,12 +6,14 @@ use std::process::ExitCode;
 use harch_worker::queue::cli::setup;
 use harch_worker::queue::ops::cancel;
 use harch_worker::queue::record::JobState;
+use harch_worker::queue::store::JobStore;
 
 pub use super::JobArgs as Args;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
-    let rec = cancel(&settings, &args.job)?;
+    let id = JobStore::open(settings.data_dir())?.resolve(&args.job)?;
+    let rec = cancel(&settings, &id)?;
     if args.json {
         crate::cli::out::print_json(&rec)?;
     } else if rec.state == JobState::Cancelled {

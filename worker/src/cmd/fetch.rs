@@ -24,6 +24,9 @@ pub struct Args {
     /// Serve from the bundled snapshot (also when HF_HUB_OFFLINE=1).
     #[arg(long)]
     pub offline: bool,
+    /// No progress or retry lines on stderr (errors are still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
@@ -59,7 +62,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     opts.concurrency = args.concurrency.max(1);
     opts.timeout = Duration::from_secs(args.timeout.max(1));
     opts.deadline = (args.deadline > 0).then(|| Duration::from_secs(args.deadline));
-    opts.progress = !args.json;
+    opts.progress = !args.json && !args.quiet;
+    opts.notices = !args.json && !args.quiet;
     if args.no_cache {
         opts.cache_dir = None;
     } else if let Some(dir) = args.cache_dir {

@@ -13,8 +13,11 @@ use harch_worker::queue::store::JobStore;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job id, as `enqueue` printed it.
+    /// Job id, as `enqueue` printed it, a unique prefix of one, or `last`.
     pub job: String,
+    /// Keep printing the event log as it grows, until the job is final (or Ctrl-C).
+    #[arg(short, long, conflicts_with_all = ["attempt", "json"])]
+    pub follow: bool,
     /// Show agent run N (as `status JOB` numbers them) instead of the event log: its record,
     /// the files kept of it, the worker's findings and the end of its transcript.
     #[arg(long, value_name = "N")]
@@ -45,16 +48,53 @@ pub enum Show {
     Report,
 }
 
+impl Show {
+    /// The file's name in messages.
+    fn noun(self) -> &'static str {
+        match self {
+            Show::Prompt => "prompt",
+            Show::Transcript => "transcript",
+            Show::Stderr => "stderr",
+            Show::Report => "report",
+        }
+    }
+}
+
+/// Prints `path` (job `id`'s event log) as it grows, until the job is final and everything it
+/// wrote is out.
+fn follow(store: &JobStore, id: &str, path: &Path) {
+    let mut shown = 0usize;
+    loop {
+        // Read the state before the log: a final state's last lines are then already written.
+        let done = store.load(id).is_ok_and(|r| r.state.is_final());
+        let text = std::fs::read(path).unwrap_or_default();
+        if text.len() > shown {
+            crate::cli::out::write_bytes(&text[shown..]);
+            crate::cli::out::flush();
+            shown = text.len();
+        }
+        if done {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
 /// Lines of the transcript shown by default.
 const TAIL: usize = 20;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
     let store = JobStore::open(settings.data_dir())?;
-    store.load(&args.job)?;
-    let job_dir = store.job_dir(&args.job)?;
+    let id = store.resolve(&args.job)?;
+    store.load(&id)?;
+    let job_dir = store.job_dir(&id)?;
     let Some(n) = args.attempt else {
         let path = job_dir.join("job.log");
+        if args.follow {
+            follow(&store, &id, &path);
+            return Ok(ExitCode::SUCCESS);
+        }
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -62,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         if args.json {
             crate::cli::out::print_json(&serde_json::json!({
-                "job": args.job,
+                "job": id,
                 "lines": text.lines().collect::<Vec<_>>(),
             }))?;
         } else {
@@ -92,7 +132,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let Some(path) = path.filter(|p| p.is_file()) else {
             bail!(
-                "{stage} attempt {n} kept no {show:?} file in {}",
+                "{stage} run {n} kept no {} file in {}",
+                show.noun(),
                 dir.display()
             );
         };
@@ -110,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .collect();
         crate::cli::out::print_json(&serde_json::json!({
-            "job": args.job,
+            "job": id,
             "stage": stage,
             "attempt": attempt,
             "dir": dir.display().to_string(),

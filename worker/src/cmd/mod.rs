@@ -32,7 +32,8 @@ pub mod whatif;
 /// The arguments of commands that act on one job (`cancel`, `retry`).
 #[derive(clap::Args)]
 pub struct JobArgs {
-    /// Job id, as `enqueue` printed it.
+    /// Job id, as `enqueue` printed it, a unique prefix of one (as git takes short hashes), or
+    /// `last` (the newest job).
     pub job: String,
     /// Print the job's record after the change as JSON (as `status JOB --json`); errors are
     /// JSON too.

@@ -5,12 +5,14 @@ use std::process::ExitCode;
 
 use harch_worker::queue::cli::{block_on, setup};
 use harch_worker::queue::ops::retry;
+use harch_worker::queue::store::JobStore;
 
 pub use super::JobArgs as Args;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings = setup(&args.flags)?;
-    let rec = block_on(1, retry(&settings, &args.job))??;
+    let id = JobStore::open(settings.data_dir())?.resolve(&args.job)?;
+    let rec = block_on(1, retry(&settings, &id))??;
     if args.json {
         crate::cli::out::print_json(&rec)?;
         return Ok(ExitCode::SUCCESS);

@@ -1,20 +1,28 @@
-//! `harch-worker status [JOB] [--json]`: one job in detail, or every job as a table.
+//! `harch-worker status [JOB] [--json] [--watch]`: one job in detail, or every job as a table
+//! under a line naming the queue and data dir.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use harch_worker::pipeline::agent_stage::Attempt;
 use harch_worker::queue::cli::{fmt_ms, fmt_time, setup};
 use harch_worker::queue::config::QueueFlags;
-use harch_worker::queue::record::{JobRecord, StageState, now_ms};
+use harch_worker::queue::record::{JobRecord, JobState, StageState, now_ms};
 use harch_worker::queue::store::JobStore;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job id; without it, all jobs.
+    /// Job id, a unique prefix of one, or `last`; without it, all jobs.
     pub job: Option<String>,
     /// Print the job record(s) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Redraw every --interval seconds until the job (without JOB: every job) is final.
+    #[arg(short, long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Seconds between redraws under --watch.
+    #[arg(long, default_value_t = 2.0, requires = "watch")]
+    pub interval: f64,
     #[command(flatten)]
     pub flags: QueueFlags,
 }
@@ -34,31 +42,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             crate::cli::out::print_json(&Vec::<JobRecord>::new())?;
         } else {
             outln!(
-                "no jobs in {} (the data dir; --data-dir or HARCH_DATA_DIR selects another)",
-                dir.display()
+                "no jobs in {} (the data dir, {}; --data-dir or HARCH_DATA_DIR selects another)",
+                dir.display(),
+                settings.data_dir_origin.as_str()
             );
         }
         return Ok(ExitCode::SUCCESS);
     };
-    match &args.job {
-        Some(id) => {
-            let rec = store.load(id)?;
-            if args.json {
-                crate::cli::out::print_json(&rec)?;
-            } else {
-                out!("{}", detail(&rec));
+    let id = args.job.as_deref().map(|j| store.resolve(j)).transpose()?;
+    let header = settings.describe_queue();
+    let redraw = args.watch && std::io::stdout().is_terminal();
+    loop {
+        let finished = match &id {
+            Some(id) => {
+                let rec = store.load(id)?;
+                if args.json {
+                    crate::cli::out::print_json(&rec)?;
+                } else {
+                    out!("{}", detail(&rec));
+                }
+                rec.state.is_final()
             }
+            None => {
+                let all = store.list()?;
+                if args.json {
+                    crate::cli::out::print_json(&all)?;
+                } else {
+                    out!("{header}\n{}", table(&all, dir));
+                }
+                all.iter().all(|r| r.state.is_final())
+            }
+        };
+        crate::cli::out::flush();
+        if !args.watch || finished {
+            return Ok(ExitCode::SUCCESS);
         }
-        None => {
-            let all = store.list()?;
-            if args.json {
-                crate::cli::out::print_json(&all)?;
-            } else {
-                out!("{}", table(&all, dir));
-            }
+        std::thread::sleep(std::time::Duration::from_secs_f64(args.interval.max(0.1)));
+        if redraw {
+            // Home and clear: the table is redrawn in place.
+            out!("\x1b[H\x1b[2J");
+        } else {
+            outln!();
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn elapsed(rec: &JobRecord) -> String {
@@ -135,7 +161,7 @@ fn detail(rec: &JobRecord) -> String {
                 for long in ["attempts", "checked", "history", "rounds"] {
                     rest.remove(long);
                 }
-                out += &format!("  {}", serde_json::Value::Object(rest));
+                out += &format!("  {}", fields(&serde_json::Value::Object(rest)));
             }
             summary => out += &format!("  {summary}"),
         }
@@ -169,34 +195,71 @@ fn table(all: &[JobRecord], dir: &std::path::Path) -> String {
         return format!("no jobs in {}\n", dir.display());
     }
     let mut out = format!(
-        "{:<26}  {:<36}  {:<10}  {:<9}  {:<10}  {:>4}  {:>12}  {}\n",
-        "JOB", "MODEL", "KIND", "STATE", "STAGE", "ATT", "TIME", "LAST ERROR"
+        "{:<26}  {:<36}  {:<10}  {:<9}  {:<20}  {:>4}  {:>12}  {}\n",
+        "JOB", "MODEL", "KIND", "STATE", "STAGES", "ATT", "TIME", "LAST ERROR"
     );
     for rec in all {
-        let stage = if rec.state.is_final() {
-            "-".to_string()
-        } else {
-            rec.current_stage()
-                .map(|s| s.name.clone())
-                .unwrap_or("-".into())
-        };
         let mut err = rec.last_error.clone().unwrap_or_default();
         if err.chars().count() > 60 {
             err = err.chars().take(57).collect::<String>() + "...";
         }
         out += &format!(
-            "{:<26}  {:<36}  {:<10}  {:<9}  {:<10}  {:>4}  {:>12}  {}\n",
+            "{:<26}  {:<36}  {:<10}  {:<9}  {:<20}  {:>4}  {:>12}  {}\n",
             rec.id,
             format!("{}@{}", rec.request.model_id, rec.request.revision),
             rec.request.kind.as_str(),
             rec.state.as_str(),
-            stage,
+            progress(rec),
             rec.attempts,
             elapsed(rec),
             err
         );
     }
     out
+}
+
+/// A stage summary as `key=value` words: nested objects by dotted keys, lists by their length.
+fn fields(v: &serde_json::Value) -> String {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let key = match prefix {
+                        "" => k.clone(),
+                        p => format!("{p}.{k}"),
+                    };
+                    walk(&key, x, out);
+                }
+            }
+            serde_json::Value::Array(a) => out.push(format!("{prefix}=[{} items]", a.len())),
+            serde_json::Value::String(s) => out.push(format!("{prefix}={s}")),
+            serde_json::Value::Null => {}
+            x => out.push(format!("{prefix}={x}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", v, &mut out);
+    out.join(" ")
+}
+
+/// `3/6 generate`: stages done of all, and the one running or next.
+fn progress(rec: &JobRecord) -> String {
+    let done = rec
+        .stages
+        .iter()
+        .filter(|s| s.state == StageState::Done)
+        .count();
+    let total = rec.stages.len();
+    let at = match rec.state {
+        JobState::Succeeded => String::new(),
+        _ => rec
+            .stages
+            .iter()
+            .find(|s| s.state != StageState::Done)
+            .map(|s| format!(" {}", s.name))
+            .unwrap_or_default(),
+    };
+    format!("{done}/{total}{at}")
 }
 
 /// The review rounds a review or fix stage recorded, one line each.

@@ -42,7 +42,16 @@ pub fn colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+static JSON_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether stderr carries JSON lines only (`--log-json`): commands then print no plain lines
+/// there.
+pub fn json_lines() -> bool {
+    JSON_LINES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub fn init(json: bool, verbosity: u8) {
+    JSON_LINES.store(json, std::sync::atomic::Ordering::Relaxed);
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(default_filter(verbosity)));
     let builder = tracing_subscriber::fmt()

@@ -34,6 +34,20 @@ pub fn options(endpoint: &str, model_id: &str, out: &Path) -> FetchOptions {
         },
         deadline: Some(Duration::from_secs(120)),
         progress: false,
+        budget: harch_net_budget(),
+        notices: false,
+    }
+}
+
+/// The mock's faults (resets, truncations, 5xx) get the full retry cap, as before budgets.
+fn harch_net_budget() -> harch_worker::hub::Budget {
+    harch_worker::hub::Budget {
+        refused: 2,
+        dns: 2,
+        tls: 2,
+        connect_timeout: 2,
+        timeout: 2,
+        ..Default::default()
     }
 }
 
