@@ -29,14 +29,40 @@ const fn unsealed_slot() -> [u8; SLOT_LEN] {
     slot
 }
 
+/// Page-aligned: an ELF file maps its segments at file offsets congruent to their addresses
+/// modulo the page size, so the slot lies at a multiple of 4096 in the file and [`seal`] finds
+/// it without comparing at every byte (it still does when it must).
+#[repr(C, align(4096))]
+struct Slot([u8; SLOT_LEN]);
+
 #[used]
-static SLOT: [u8; SLOT_LEN] = unsealed_slot();
+static SLOT: Slot = Slot(unsealed_slot());
 
 /// This process's slot as its program file holds it. A volatile read: the compiler knows the
 /// static's initial value and would otherwise fold every read to "unsealed".
 fn slot() -> [u8; SLOT_LEN] {
-    // SAFETY: `SLOT` is a valid, aligned, initialized static of this type.
-    unsafe { std::ptr::read_volatile(&raw const SLOT) }
+    // SAFETY: `SLOT.0` is a valid, aligned, initialized static of this type.
+    unsafe { std::ptr::read_volatile(&raw const SLOT.0) }
+}
+
+/// Where `needle` occurs in `program`: at page-aligned offsets when it is there, else anywhere.
+fn occurrences(program: &[u8], needle: &[u8]) -> Vec<usize> {
+    let aligned: Vec<usize> = program
+        .chunks_exact(SLOT_LEN)
+        .enumerate()
+        .filter(|(_, c)| *c == needle)
+        .map(|(i, _)| i * SLOT_LEN)
+        .collect();
+    if !aligned.is_empty() {
+        return aligned;
+    }
+    program
+        .windows(SLOT_LEN)
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .take(2)
+        .collect()
 }
 
 /// The payload sealed into the running program, or `None` for an unsealed one.
@@ -60,16 +86,10 @@ pub fn seal(program: &[u8], payload: &[u8]) -> Result<Vec<u8>, SandboxError> {
             payload.len()
         )));
     }
-    let needle = slot();
-    let mut found = program
-        .windows(SLOT_LEN)
-        .enumerate()
-        .filter(|(_, w)| *w == needle)
-        .map(|(i, _)| i);
-    let at = match (found.next(), found.next()) {
-        (Some(at), None) => at,
-        (None, _) => return Err(refuse("the program has no unsealed slot".into())),
-        (Some(_), Some(_)) => return Err(refuse("the program has more than one slot".into())),
+    let at = match occurrences(program, &slot())[..] {
+        [at] => at,
+        [] => return Err(refuse("the program has no unsealed slot".into())),
+        _ => return Err(refuse("the program has more than one slot".into())),
     };
     let mut out = program.to_vec();
     let len = u32::try_from(payload.len()).map_err(|e| refuse(e.to_string()))?;
@@ -100,6 +120,11 @@ mod tests {
         let mut twice = program.clone();
         twice.extend_from_slice(&slot());
         assert!(seal(&twice, b"x").is_err());
+        // At a page-aligned offset, as in an ELF file.
+        let mut paged = vec![0u8; 2 * SLOT_LEN];
+        paged.extend_from_slice(&slot());
+        let out = seal(&paged, b"y").unwrap();
+        assert_eq!(&out[2 * SLOT_LEN + 20..2 * SLOT_LEN + 21], b"y");
         assert!(seal(&program, b"").is_err());
         assert!(seal(&program, &vec![b'x'; MAX_PAYLOAD + 1]).is_err());
     }

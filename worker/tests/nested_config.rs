@@ -183,6 +183,11 @@ fn gemma4_like(attrs: &str, full: Option<(&str, &str)>) -> Report {
             )
             .replace("scaling: rope_type }", "scaling: rope_type_full }");
         files.insert(format!("specs/components/drafts/{component}.yaml"), draft);
+        text = text.replacen(
+            "sources: [modeling_gpt_oss.py]\n",
+            &format!("sources: [modeling_gpt_oss.py]\ndrafts: [{component}]\n"),
+            1,
+        );
         let block = "  full:\n    template: pre_norm_block\n    fill: { attention: gqa_attention, ffn: moe_ffn_grouped }\n";
         assert!(text.contains(block));
         text = text.replace(

@@ -63,8 +63,8 @@ fn what_it_is(src: &Sources, at: At) -> &'static str {
     }
 }
 
-/// The first `x = f(x, …)` inside a `for` loop of a function: how the source passes a value
-/// from one layer to the next.
+/// The first `x = layer(x, …)` that calls the variable of the `for` loop it is in (`for layer
+/// in self.layers:`): how the source passes a value from one layer to the next.
 fn carried_statement(src: &Sources) -> Option<At> {
     for (mi, m) in src.modules.iter().enumerate() {
         for (k, s) in m.stmts.iter().enumerate() {
@@ -76,18 +76,23 @@ fn carried_statement(src: &Sources) -> Option<At> {
             else {
                 continue;
             };
-            let in_loop = s
-                .parent
-                .is_some_and(|p| m.tok(m.stmts[p].tokens.start) == "for");
-            if !in_loop || m.enclosing_def(k).is_none() {
+            let Some(header) = s.parent.map(|p| m.stmts[p].tokens.start) else {
+                continue;
+            };
+            if m.tok(header) != "for" || m.enclosing_def(k).is_none() {
                 continue;
             }
             let names = m.targets(targets.clone());
-            let calls = value.clone().any(|j| m.tok(j) == "(");
+            let loop_variables = (header + 1..m.stmts[s.parent?].tokens.end)
+                .map(|j| m.tok(j))
+                .take_while(|t| *t != "in");
+            let callee = m.tok(value.start);
+            let calls_loop_variable =
+                m.tok(value.start + 1) == "(" && loop_variables.into_iter().any(|v| v == callee);
             let reads_target = value
                 .clone()
                 .any(|j| m.tokens[j].kind == Tok::Name && names.contains(&m.tok(j)));
-            if calls && reads_target {
+            if calls_loop_variable && reads_target {
                 return Some((mi, k));
             }
         }
