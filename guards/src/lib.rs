@@ -37,12 +37,18 @@ pub fn validate(
     guards: &GuardSet,
 ) -> (Report, Option<Analysis>) {
     // Every guard and the evaluation read config as transformers does: an `attribute_map`
-    // alias of the configuration class reads its target.
+    // alias of the configuration class reads its target, and a behaviour key config.json
+    // leaves out reads the class's default.
     let aliased;
-    let truth = match config_spelling::effective_config(
+    let mapped = config_spelling::effective_config(
         &truth.config,
         &config_spelling::attribute_map(&truth.sources),
-    ) {
+    );
+    let defaulted = config_spelling::with_class_defaults(
+        mapped.as_ref().unwrap_or(&truth.config),
+        &truth.sources,
+    );
+    let truth = match defaulted.or(mapped) {
         Some(config) => {
             aliased = Truth {
                 config,

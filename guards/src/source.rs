@@ -8,6 +8,8 @@ use harch_engine::ir::{ModelIr, NodeKind};
 
 use crate::report::Diagnostic;
 
+mod stream_anchor;
+
 pub mod code {
     pub const ANCHOR_NOT_FOUND: &str = "O001";
     pub const NO_PRODUCER_OR_READER: &str = "O002";
@@ -15,6 +17,7 @@ pub mod code {
     pub const NO_ANCHOR: &str = "O004";
     pub const BUFFER_KIND: &str = "O005";
     pub const BUFFER_ANCHOR: &str = "O006";
+    pub const STREAM_NOT_PASSED: &str = "O007";
 }
 
 /// Names the source registers as buffers: the first argument of each
@@ -227,6 +230,8 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
     }
     let buffers = registered_buffers(texts.iter().map(|(_, t)| *t));
     stored_tensors(ir, &normalized, &buffers, &mut out);
+    let statements = std::cell::OnceCell::new();
+    let statements = || statements.get_or_init(|| crate::pysrc::Sources::read(&texts));
     for node in &ir.graph {
         let NodeKind::Stack(st) = &node.kind else {
             continue;
@@ -245,6 +250,11 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
                             out.push(
                                 Diagnostic::new("source", code::ANCHOR_NOT_FOUND, format!("stream `{}`: anchor `{snip}` is not in the forward source ({})", s.name, files.join(", ")), loc.clone())
                                     .hint("quote, in backticks, a snippet copied verbatim from the forward source where this value is produced or consumed"),
+                            );
+                        } else if let Some(why) = stream_anchor::not_passing(statements(), &snip, &s.name) {
+                            out.push(
+                                Diagnostic::new("source", code::STREAM_NOT_PASSED, format!("stream `{}` of stack `{}`: anchor {why}", s.name, node.id), loc.clone())
+                                    .hint("quote, in backticks, the statement of a function's body that passes this value on (an assignment, call or return), not a name that occurs elsewhere"),
                             );
                         }
                     }

@@ -102,6 +102,48 @@ fn config_rotary_width(config: &serde_json::Value) -> RotaryWidth {
     RotaryWidth::Whole
 }
 
+/// The rope settings config gives the layers a rope op runs in. transformers 5 keys
+/// `rope_parameters` by layer type (`full_attention`, `sliding_attention`: Gemma 3 and 4) when
+/// the types rotate differently; then each type among the op's layers (`layer_types`) is a view
+/// of config whose `rope_parameters` is that type's entry. Otherwise config as it is.
+fn rope_views(
+    a: &Analysis,
+    n: &NodeRow,
+    config: &serde_json::Value,
+) -> Vec<(Option<String>, serde_json::Value)> {
+    let by_type = config
+        .get("rope_parameters")
+        .and_then(|v| v.as_object())
+        .filter(|o| !o.is_empty() && o.values().all(|v| v.is_object()));
+    let types = config.get("layer_types").and_then(|v| v.as_array());
+    let group = a
+        .groups
+        .iter()
+        .find(|g| n.id.starts_with(&format!("{}[{}].", g.stack, g.block)));
+    let (Some(by_type), Some(types), Some(g)) = (by_type, types, group) else {
+        return vec![(None, config.clone())];
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for &i in &g.layers {
+        if let Some(t) = types.get(i as usize).and_then(|v| v.as_str())
+            && by_type.contains_key(t)
+            && !seen.contains(&t)
+        {
+            seen.push(t);
+        }
+    }
+    if seen.is_empty() {
+        return vec![(None, config.clone())];
+    }
+    seen.into_iter()
+        .map(|t| {
+            let mut view = config.clone();
+            view["rope_parameters"] = by_type[t].clone();
+            (Some(t.to_string()), view)
+        })
+        .collect()
+}
+
 fn last_dim(n: &NodeRow) -> Option<i128> {
     n.shape.last().and_then(|a| a.dim()).map(|q| q.v)
 }
@@ -211,16 +253,33 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
                     .map(|v| v.text.as_str())
                     .unwrap_or("default");
                 let got = if got == "none" { "default" } else { got };
-                if got != want_rope && seen.insert((code::ROPE_TYPE, n.component.clone())) {
-                    out.push(
-                        Diagnostic::new("structural", code::ROPE_TYPE, format!("rope `{}` uses scaling `{got}` but config declares `{want_rope}`", n.id), n.loc.clone())
-                            .hint("bind the rope type from config, e.g. attrs: `rope_type: \"config.rope_scaling.rope_type ?? config.rope_scaling.type ?? 'default'\"`"),
-                    );
-                }
-                if let Some(d) = rotary_width(a, n, config)
-                    && seen.insert((code::ROTARY_DIM, n.component.clone()))
-                {
-                    out.push(d);
+                for (layer_type, view) in rope_views(a, n, config) {
+                    let want_rope = match &layer_type {
+                        Some(_) => config_rope_type(&view),
+                        None => want_rope.clone(),
+                    };
+                    let of = layer_type
+                        .as_ref()
+                        .map(|t| format!(" for its `{t}` layers (`rope_parameters.{t}`)"))
+                        .unwrap_or_default();
+                    if got != want_rope && seen.insert((code::ROPE_TYPE, n.component.clone())) {
+                        out.push(
+                            Diagnostic::new("structural", code::ROPE_TYPE, format!("rope `{}` uses scaling `{got}` but config declares `{want_rope}`{of}", n.id), n.loc.clone())
+                                .hint("bind the rope type from config, e.g. attrs: `rope_type: \"config.rope_scaling.rope_type ?? config.rope_scaling.type ?? 'default'\"` (per layer type: `config.rope_parameters.<layer type>.rope_type`, a block per layer type)"),
+                        );
+                    }
+                    if let Some(d) = rotary_width(a, n, &view)
+                        && seen.insert((code::ROTARY_DIM, n.component.clone()))
+                    {
+                        let d = match &layer_type {
+                            Some(_) => Diagnostic {
+                                message: format!("{}{of}", d.message),
+                                ..d
+                            },
+                            None => d,
+                        };
+                        out.push(d);
+                    }
                 }
             }
             "attention_score" => {

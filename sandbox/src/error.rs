@@ -23,6 +23,8 @@ pub enum SandboxError {
     LandlockUnavailable(String),
     #[error("building the Landlock ruleset: {0}")]
     Landlock(String),
+    #[error("sealing settings into a program: {0}")]
+    Seal(String),
     #[error("spawning {program}: {source}")]
     Spawn {
         program: String,

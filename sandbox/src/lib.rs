@@ -37,6 +37,7 @@ mod fs_policy;
 mod leftovers;
 mod paths;
 mod rlimits;
+pub mod sealed;
 mod snapshot;
 mod stage;
 mod supervise;

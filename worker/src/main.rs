@@ -83,6 +83,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let sealed = match seal_environment() {
+        Ok(s) => s,
+        Err(e) => return cli::report::report(&e),
+    };
     // Known before parsing, so that a usage error of a `--json` command is JSON too.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     cli::out::set_json(
@@ -100,6 +104,12 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     harch_worker::queue::logging::init(cli.log_json, cli.verbose);
+    if sealed && !matches!(cli.command, Command::Validate(_)) {
+        return cli::report::report_message(
+            "this harch-worker is an ablation workspace's sealed validate: it runs `validate` only",
+            cli::exit::USAGE,
+        );
+    }
     let result = match cli.command {
         Command::Ops(a) => cmd::ops::run(a),
         Command::Show(a) => cmd::show::run(a),
@@ -130,6 +140,19 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => cli::report::report(&e),
     }
+}
+
+/// A sealed copy (an ablation's `validate`) sets the stage's settings over whatever environment
+/// it was started with, before anything reads it. Returns whether this binary is sealed.
+fn seal_environment() -> anyhow::Result<bool> {
+    let Some(seal) = harch_worker::pipeline::stages::generate::sealed_validate::running()? else {
+        return Ok(false);
+    };
+    for (name, value) in seal.env() {
+        // SAFETY: the first thing main does, before any thread is started.
+        unsafe { std::env::set_var(name, value) };
+    }
+    Ok(true)
 }
 
 /// Help and version go to stdout (exit 0); usage errors exit 2, as JSON under `--json`.

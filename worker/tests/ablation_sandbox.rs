@@ -123,6 +123,7 @@ fn stage(id: &str, tmp: &Path) -> (Workspace, Decontaminated, String, Vec<String
         settings: &settings,
         ablation: Some(&run),
         agent_bin: None,
+        worker_exe: Some(env!("CARGO_BIN_EXE_harch-worker").into()),
     })
     .unwrap();
     let ws = staged.workspace().unwrap();
@@ -249,4 +250,103 @@ async fn nothing_removed_is_readable_from_the_sandbox_for_any_library_model() {
         // A control: outside the sandbox the same project files are readable.
         assert!(d.removed.iter().all(|r| root.join(&r.path).is_file()));
     }
+}
+
+/// The bypass of an ablation's tier: an agent that reads its `validate` wrapper runs the worker
+/// itself with its own environment (`HARCH_ROOT`, `HARCH_VALIDATE_GUARDS`) and flags. In the
+/// sandbox the unsealed binary cannot be run at all, and the sealed copy runs the stage's tier
+/// (`weight`) whatever it is told: with another environment and `--tier all`, copied into
+/// TMPDIR, started through the dynamic loader. It runs nothing but `validate`.
+#[tokio::test]
+async fn the_tier_holds_whatever_environment_the_agent_sets() {
+    if !harch_sandbox::testing::landlock_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ws, _, _, _) = stage("meta-llama/Llama-3.1-8B", tmp.path());
+    let spec = ws.specs_dir().join("models/llama.yaml");
+    std::fs::write(&spec, "model: broken\n").unwrap();
+    let unsealed = env!("CARGO_BIN_EXE_harch-worker");
+    let sealed = tmp.path().join("work/sealed-bin/harch-worker");
+    assert!(sealed.is_file());
+    let every = harch_guards::tiers::GUARDS.join(",");
+    let bypass = format!(
+        "HARCH_ROOT='{root}' HARCH_VALIDATE_GUARDS='{every}' HARCH_VALIDATE_SPEC=/dev/null",
+        root = ws.root().display(),
+    );
+    let script = format!(
+        r#"set -u
+{bypass} '{unsealed}' validate --json --truth truth >"$TMPDIR/unsealed.json" 2>&1
+echo "unsealed rc=$?"
+{bypass} '{sealed}' validate --json --tier all --truth truth >"$TMPDIR/sealed.json"
+cp '{sealed}' "$TMPDIR/copy" && chmod 755 "$TMPDIR/copy"
+{bypass} "$TMPDIR/copy" validate --json --guards '{every}' --truth truth >"$TMPDIR/copy.json"
+for ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
+  if [ -e "$ld" ]; then {bypass} "$ld" '{sealed}' validate --json --tier all --truth truth >"$TMPDIR/loader.json"; fi
+done
+{bypass} '{sealed}' show llama >/dev/null 2>&1
+echo "show rc=$?"
+"#,
+        sealed = sealed.display()
+    );
+    let mut cmd = ws.command("/bin/sh");
+    cmd.args(["-c", &script]);
+    let report = cmd
+        .run(&RunOptions::new(
+            &ws.logs_dir(),
+            "bypass",
+            Duration::from_secs(120),
+        ))
+        .await
+        .unwrap();
+    assert!(report.landlock_enforced);
+    let out = std::fs::read_to_string(&report.stdout_path).unwrap()
+        + &std::fs::read_to_string(&report.stderr_path).unwrap_or_default();
+    let unsealed_rc: i32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("unsealed rc="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 126: found but not executable (Landlock refused it).
+    assert_eq!(unsealed_rc, 126, "{out}");
+    assert!(out.contains("show rc=2"), "{out}");
+    let mut seen = 0;
+    for name in ["sealed.json", "copy.json", "loader.json"] {
+        let Ok(text) = std::fs::read_to_string(ws.tmp().join(name)) else {
+            continue;
+        };
+        seen += 1;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"));
+        // The spec does not load, so the tier's guards are the ones not run.
+        assert_eq!(v["valid"], false, "{name}: {text}");
+        assert_eq!(
+            v["not_run"],
+            serde_json::json!(["weight"]),
+            "{name}: {text}"
+        );
+        // The spec checked is the stage's, not one the environment named.
+        assert_eq!(
+            v["errors"][0]["location"]["file"], "specs/models/llama.yaml",
+            "{name}: {text}"
+        );
+    }
+    assert!(seen >= 2, "{out}");
+    // A control: outside the sandbox the same bypass runs every guard.
+    let o = std::process::Command::new(unsealed)
+        .current_dir(ws.root())
+        .env("HARCH_ROOT", ws.root())
+        .env("HARCH_VALIDATE_SPEC", &spec)
+        .args(["validate", "--json", "--truth", "truth"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["not_run"].as_array().map(Vec::len),
+        Some(harch_guards::tiers::GUARDS.len()),
+        "{v}"
+    );
 }

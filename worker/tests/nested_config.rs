@@ -142,3 +142,125 @@ fn a_fallback_for_a_spelling_the_nested_config_lacks_is_rejected() {
     );
     assert!(codes(&r).contains(&"M004"), "{:#?}", r.errors);
 }
+
+/// gpt-oss's checkpoint and source under a config in Gemma 4's shape (transformers 5): the text
+/// settings under `text_config`, `rope_parameters` keyed by layer type, the full layers rotating
+/// a quarter of the head with rope type `proportional`, the sliding ones the whole head.
+fn gemma4_like_truth() -> Truth {
+    let mut t = nested_truth("openai/gpt-oss-20b");
+    let text = t.config["text_config"].as_object_mut().unwrap();
+    text.remove("rope_scaling");
+    text.insert(
+        "rope_parameters".into(),
+        serde_json::json!({
+            "sliding_attention": { "rope_type": "default", "rope_theta": 10000.0 },
+            "full_attention": {
+                "rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0
+            }
+        }),
+    );
+    t
+}
+
+/// The gpt-oss spec read under `text_config`, with its rope settings replaced by `attrs` and
+/// the full block's attention by `full_attention` (a draft component) when given.
+fn gemma4_like(attrs: &str, full: Option<(&str, &str)>) -> Report {
+    let mut files = harch_worker::specs::read_spec_files(&root()).unwrap();
+    let spec = "specs/models/gpt_oss.yaml";
+    let mut text = files[spec].replace("config.", "config.text_config.");
+    for k in TOP {
+        text = text.replace(&format!("config.text_config.{k}"), &format!("config.{k}"));
+    }
+    let old = "  rope_type: \"config.text_config.rope_scaling.rope_type ?? config.text_config.rope_scaling.type ?? 'default'\"\n";
+    assert!(text.contains(old));
+    text = text.replace(old, attrs);
+    if let Some((component, bind)) = full {
+        let lib = &files["specs/components/library/gqa_attention.yaml"];
+        let draft = lib
+            .replace(
+                "component: gqa_attention",
+                &format!("component: {component}"),
+            )
+            .replace("scaling: rope_type }", "scaling: rope_type_full }");
+        files.insert(format!("specs/components/drafts/{component}.yaml"), draft);
+        text = text.replacen(
+            "sources: [modeling_gpt_oss.py]\n",
+            &format!("sources: [modeling_gpt_oss.py]\ndrafts: [{component}]\n"),
+            1,
+        );
+        let block = "  full:\n    template: pre_norm_block\n    fill: { attention: gqa_attention, ffn: moe_ffn_grouped }\n";
+        assert!(text.contains(block));
+        text = text.replace(
+            block,
+            &format!("  full:\n    template: pre_norm_block\n    fill: {{ attention: {component}, ffn: moe_ffn_grouped }}\n    bind: {{ {bind} }}\n"),
+        );
+    }
+    files.insert(spec.into(), text);
+    let repo = Repo::from_files(files);
+    harch_guards::validate(&repo, "gpt_oss", &gemma4_like_truth(), &GuardSet::all()).0
+}
+
+#[test]
+fn rope_parameters_per_layer_type_hold_each_block_to_its_type() {
+    // Faithful: the sliding layers' rope is their type's, the full layers rotate a quarter of
+    // the head with the proportional rope.
+    let faithful = gemma4_like(
+        "  rope_type: \"config.text_config.rope_parameters.sliding_attention.rope_type\"\n  rope_type_full: \"config.text_config.rope_parameters.full_attention.rope_type\"\n",
+        Some((
+            "gqa_attention_full",
+            "d_rotary: \"d_head * config.text_config.rope_parameters.full_attention.partial_rotary_factor\"",
+        )),
+    );
+    assert!(faithful.valid, "{:#?}", faithful.errors);
+    // Wrong: one rope for every layer, the sliding layers' (default, every channel rotated).
+    let wrong = gemma4_like(
+        "  rope_type: \"config.text_config.rope_parameters.sliding_attention.rope_type ?? 'default'\"\n",
+        None,
+    );
+    let c = codes(&wrong);
+    assert!(
+        c.contains(&"R001") && c.contains(&"R002"),
+        "{:#?}",
+        wrong.errors
+    );
+    let r001 = wrong.errors.iter().find(|e| e.code == "R001").unwrap();
+    assert!(
+        r001.message
+            .contains("`proportional` for its `full_attention` layers"),
+        "{}",
+        r001.message
+    );
+    assert!(r001.location.file.is_some());
+    let r002 = &wrong
+        .errors
+        .iter()
+        .find(|e| e.code == "R002")
+        .unwrap()
+        .message;
+    assert!(
+        r002.contains("rotates 64 channels") && r002.contains("gives 16"),
+        "{r002}"
+    );
+    // Wrong the other way: the full layers' rope everywhere (the sliding layers rotate a
+    // quarter too).
+    let swapped = gemma4_like(
+        "  rope_type: \"config.text_config.rope_parameters.full_attention.rope_type\"\n  rope_type_full: \"config.text_config.rope_parameters.full_attention.rope_type\"\n",
+        Some(("gqa_attention_full", "attn_window: 0")),
+    );
+    let c = codes(&swapped);
+    assert!(
+        c.contains(&"R001") && c.contains(&"R002"),
+        "{:#?}",
+        swapped.errors
+    );
+    let r001 = &swapped
+        .errors
+        .iter()
+        .find(|e| e.code == "R001")
+        .unwrap()
+        .message;
+    assert!(
+        r001.contains("`default` for its `sliding_attention` layers"),
+        "{r001}"
+    );
+}

@@ -124,3 +124,49 @@ fn hash_routed_layers_need_no_selection_bias() {
         r.errors
     );
 }
+
+#[test]
+fn a_stream_anchor_on_a_class_attribute_names_the_statement_that_passes_the_value_on() {
+    let r = validate(
+        "Qwen/Qwen3-Next-80B-A3B",
+        "specs/models/qwen3_next.yaml",
+        "src: \"an MTP layer is a decoder layer, run after the trunk (transformers skips its weights): `hidden_states = decoder_layer(`\"",
+        "src: \"transformers skips the MTP weights: `_keys_to_ignore_on_load_unexpected`\"",
+    );
+    let m = message(&r, "O007");
+    assert!(
+        m.contains("a class attribute")
+            && m.contains("`_keys_to_ignore_on_load_unexpected = [r\"^mtp.*\"]` (modeling_qwen3_next.py:")
+            && m.contains("the guard expected the statement that passes `hidden` on, as `hidden_states = decoder_layer( …` (modeling_qwen3_next.py:"),
+        "{m}"
+    );
+    let d = r.errors.iter().find(|e| e.code == "O007").unwrap();
+    assert!(d.location.line > 0, "{d:?}");
+    assert_eq!(r.errors.len(), 1, "{:#?}", r.errors);
+}
+
+/// DeepSeek-V3's snapshot with `routed_scaling_factor` taken out of config.json: transformers
+/// then reads DeepseekV3Config's default, 2.5, and so do the guards and the evaluation.
+#[test]
+fn a_silent_config_reads_the_configuration_class_default() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut t = truth("deepseek-ai/DeepSeek-V3");
+    t.config
+        .as_object_mut()
+        .unwrap()
+        .remove("routed_scaling_factor");
+    let run = |find: &str, replace: &str| {
+        let mut files = harch_worker::specs::read_spec_files(&root).unwrap();
+        let text = files.get_mut("specs/models/deepseek_v3.yaml").unwrap();
+        assert_eq!(text.matches(find).count(), 1, "{find}");
+        *text = text.replacen(find, replace, 1);
+        let repo = Repo::from_files(files);
+        harch_guards::validate(&repo, "deepseek_v3", &t, &GuardSet::all()).0
+    };
+    let same = "router_scale: \"config.routed_scaling_factor ?? 1\"";
+    let r = run(same, same);
+    assert!(r.valid, "{:#?}", r.errors);
+    let r = run(same, "router_scale: 1");
+    let m = message(&r, "R009");
+    assert!(m.contains("2.5"), "{m}");
+}

@@ -12,6 +12,7 @@
 //! `attempts/generate/<n>/` (prompt, transcripts, `validate.json`, the files read back). The
 //! workspace itself is scratch, under `work/generate/`.
 
+pub mod sealed_validate;
 mod staging;
 
 use std::path::Path;
@@ -136,6 +137,7 @@ pub(crate) async fn prepare_staged(
             settings: &settings.agent,
             ablation: ablation.as_ref(),
             agent_bin,
+            worker_exe: None,
         })
     })
     .await

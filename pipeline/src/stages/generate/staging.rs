@@ -11,10 +11,14 @@ use harch_engine::Repo;
 use harch_guards::truth::{Truth, ranges};
 use harch_sandbox::{StageSpec, StagedFile, ValidateCommand, Workspace};
 
+use super::sealed_validate::{self, SealedValidate};
 use crate::ablation::decontaminate::{self, Decontaminated};
 use harch_jobs::config::AgentSettings;
 use harch_jobs::record::AblationRun;
 use harch_truth::truth_dir;
+
+/// Where an ablation's sealed `validate` is written, relative to the stage's work dir.
+pub const SEALED_DIR: &str = "sealed-bin";
 
 /// Where example model specs are staged, relative to `specs/` (not a path the spec loader reads).
 pub const EXAMPLES_DIR: &str = "examples";
@@ -89,6 +93,9 @@ pub struct StageRequest<'a> {
     pub ablation: Option<&'a AblationRun>,
     /// The agent's executable (for an ablation's read roots); `None` for in-process backends.
     pub agent_bin: Option<PathBuf>,
+    /// The harch-worker binary an ablation's `validate` runs a sealed copy of; `None`: this
+    /// process's own.
+    pub worker_exe: Option<PathBuf>,
 }
 
 pub use harch_truth::source::load_truth;
@@ -198,13 +205,24 @@ pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
 
     let sandbox_dir = work.join("sandbox");
     let spec_file = spec_file_name(req.model_id, &truth.config);
-    let tier_guards = req.ablation.map(|a| a.guards.join(","));
-    let validate_bin = write_validate_wrapper(
-        &work,
-        &sandbox_dir.join("workspace"),
-        &spec_file,
-        tier_guards.as_deref(),
-    )?;
+    let worker_exe = match &req.worker_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("locating the harch-worker binary")?,
+    };
+    let workspace = sandbox_dir.join("workspace");
+    let spec_path = workspace.join("specs/models").join(&spec_file);
+    let validate_bin = match req.ablation {
+        None => write_validate_wrapper(&work, &workspace, &spec_path, &worker_exe)?,
+        Some(a) => sealed_validate::write(
+            &work.join(SEALED_DIR),
+            &worker_exe,
+            &SealedValidate {
+                root: workspace.clone(),
+                spec: spec_path.clone(),
+                guards: a.guards.join(","),
+            },
+        )?,
+    };
     let run_as = sandbox_user(&req.settings.sandbox_user)?;
     if let Some((uid, _)) = run_as {
         check_traversable(&sandbox_dir, uid)?;
@@ -235,6 +253,7 @@ pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
             &work,
             req.agent_bin.as_deref(),
             &req.spec_root.join("specs"),
+            &worker_exe,
         )?;
     }
     Ok(Staged {
@@ -250,13 +269,15 @@ pub fn prepare(req: &StageRequest<'_>) -> anyhow::Result<Staged> {
 }
 
 /// Where an ablation's agent may read: the system's own trees, the job's work dir (workspace
-/// and `validate` wrapper), the worker binary's directory and the agent's installation (the
-/// parent of its `bin/`). Refused when one of them holds the project's spec library, which the
-/// decontamination must keep out of reach.
+/// and the sealed `validate`) and the agent's installation (the parent of its `bin/`).
+/// Refused when one of them holds the project's spec library, which the decontamination must
+/// keep out of reach, or the unsealed worker binary, which would run every guard for an agent
+/// that sets its own environment.
 fn ablation_read_roots(
     work: &Path,
     agent_bin: Option<&Path>,
     specs: &Path,
+    worker_exe: &Path,
 ) -> anyhow::Result<Vec<PathBuf>> {
     const SYSTEM: &[&str] = &[
         "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
@@ -268,8 +289,6 @@ fn ablation_read_roots(
         .filter(|p| p.exists())
         .collect();
     roots.push(work.to_path_buf());
-    let exe = std::env::current_exe().context("locating the harch-worker binary")?;
-    roots.extend(exe.parent().map(Path::to_path_buf));
     if let Some(bin) = agent_bin.and_then(resolve_on_path) {
         let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
         let prefix = match dir.file_name() {
@@ -279,14 +298,22 @@ fn ablation_read_roots(
         roots.push(prefix);
     }
     let specs = specs.canonicalize().unwrap_or_else(|_| specs.to_path_buf());
+    let exe = worker_exe
+        .canonicalize()
+        .unwrap_or_else(|_| worker_exe.to_path_buf());
     for r in &roots {
         let r = r.canonicalize().unwrap_or_else(|_| r.clone());
-        if specs.starts_with(&r) {
-            bail!(
-                "an ablation's agent could read the spec library: {} is beneath the read root {}; install harch (or the agent) elsewhere",
-                specs.display(),
-                r.display()
-            );
+        for (what, path) in [
+            ("read the spec library", &specs),
+            ("run the unsealed harch-worker (every guard)", &exe),
+        ] {
+            if path.starts_with(&r) {
+                bail!(
+                    "an ablation's agent could {what}: {} is beneath the read root {}; install harch (or the agent) elsewhere",
+                    path.display(),
+                    r.display()
+                );
+            }
         }
     }
     Ok(roots)
@@ -341,26 +368,21 @@ fn truth_files(dir: &Path, truth: &Truth) -> anyhow::Result<Vec<StagedFile>> {
 /// `validate` runs this binary with the workspace as its spec root, whatever directory the agent
 /// calls it from (the sandbox clears the environment, so the wrapper sets it). Bare `validate`
 /// checks the job's spec; `validate specs/models/<name>.yaml`, the path the prompt names, checks
-/// the file named.
-/// An ablation's wrapper also sets `HARCH_VALIDATE_GUARDS`: the agent's validate runs only the
-/// tier's guards.
+/// the file named. An ablation's `validate` is a sealed copy instead (`sealed_validate`): its
+/// tier must hold whatever environment the agent gives it.
 fn write_validate_wrapper(
     work: &Path,
     workspace: &Path,
-    spec_file: &str,
-    guards: Option<&str>,
+    spec: &Path,
+    exe: &Path,
 ) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let exe = std::env::current_exe().context("locating the harch-worker binary")?;
     let quote = |p: &Path| format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"));
-    let tier = guards
-        .map(|g| format!("HARCH_VALIDATE_GUARDS={} ", quote(Path::new(g))))
-        .unwrap_or_default();
     let script = format!(
-        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\n{tier}HARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
+        "#!/bin/sh\n# harch-worker with this job's workspace as the spec repository.\nHARCH_ROOT={} HARCH_VALIDATE_SPEC={} exec {} \"$@\"\n",
         quote(workspace),
-        quote(&workspace.join("specs/models").join(spec_file)),
-        quote(&exe)
+        quote(spec),
+        quote(exe)
     );
     let path = work.join("harch-worker-in-workspace");
     harch_jobs::store::write_atomic(&path, script.as_bytes())?;
