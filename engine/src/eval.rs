@@ -79,6 +79,9 @@ pub fn evaluate_at(
         reads: RefCell::new(BTreeSet::new()),
     };
     w.bind_dims();
+    if let Some(e) = crate::quant::check_config(&ir.schemes, &ir.quant, config) {
+        w.out.errors.push(e);
+    }
     if w.out.errors.is_empty() {
         w.top_level();
     }
@@ -99,6 +102,11 @@ struct Flow {
     /// This value was computed over a selection of so many positions (an attention that
     /// took a selection, and what follows it inside the component).
     selected: Option<Q>,
+    /// These values are one entry per so many tokens (a compressor's output, and what is
+    /// computed from it token by token).
+    compressed: Option<Q>,
+    /// This value was computed by attending compressed entries, one per so many positions.
+    stride: Option<Q>,
     from: Rc<[usize]>,
     /// Set on an encoder's values: the image input and its positions per image.
     image: Option<Rc<PerImage>>,
@@ -526,6 +534,8 @@ impl<'a> Walker<'a> {
                 window: None,
                 selection: None,
                 selected: None,
+                compressed: None,
+                stride: None,
                 from: Rc::from([]),
                 image: None,
             },
@@ -1132,6 +1142,7 @@ impl<'a> Walker<'a> {
                 self.out.nodes[row].shape = out.shape.clone();
                 // A selection caps the attention that took it, not what reads its result.
                 out.selected = None;
+                out.stride = None;
                 Some(out)
             }
             NodeKind::Slot(slot) => {
@@ -1167,6 +1178,7 @@ impl<'a> Walker<'a> {
                 let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
                 out.selected = None;
+                out.stride = None;
                 Some(out)
             }
             NodeKind::Stack(st) => self.stack(node, st, scope, inputs),
@@ -1257,6 +1269,8 @@ impl<'a> Walker<'a> {
             flops_per_ctx: Q::zero(),
             window: None,
             selected: None,
+            compressed: None,
+            stride: None,
             phase: scope.phase,
             args: IndexMap::new(),
             inputs: vec![],
@@ -1355,6 +1369,21 @@ impl<'a> Walker<'a> {
         } else {
             selected_in
         };
+        // Values computed from compressed entries token by token stay one per r tokens; an
+        // attention reads them at past positions and produces a per-token value again.
+        let attends = matches!(spec.name, "attention_score" | "attention_apply");
+        let compressed = out.compressed.clone().or_else(|| {
+            (!attends)
+                .then(|| inputs.iter().find_map(|f| f.compressed.clone()))
+                .flatten()
+        });
+        // An attention whose keys are compressed attends floor(t / r) entries at position t;
+        // what follows it in the component (softmax, apply) spans the same entries.
+        let stride = if spec.name == "attention_score" {
+            inputs.get(1).and_then(|k| k.compressed.clone())
+        } else {
+            inputs.iter().find_map(|f| f.stride.clone())
+        };
         // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
@@ -1388,6 +1417,8 @@ impl<'a> Walker<'a> {
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
             r.selected = selected.clone();
+            r.compressed = compressed.clone();
+            r.stride = stride.clone();
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
@@ -1426,6 +1457,8 @@ impl<'a> Walker<'a> {
             window,
             selection: out.selection,
             selected,
+            compressed,
+            stride,
             from: Rc::from([row]),
             image,
         })
@@ -1534,7 +1567,7 @@ impl<'a> Walker<'a> {
                 }
             };
             stored.push(StoredTensor {
-                name: format!("{name}{}", s.suffix),
+                name: crate::quant::stored_name(&name, s),
                 dtype: s.dtype.clone(),
                 dtype_bytes,
                 shape,
@@ -1608,6 +1641,23 @@ impl<'a> Walker<'a> {
                 },
                 None => None,
             };
+            let ratio = self.out.nodes[row].compressed.clone();
+            if let Some(r) = &ratio
+                && c.growth != Growth::PerToken
+                && c.growth != Growth::Constant
+            {
+                let msg = format!(
+                    "cache `{}` of `{}` keeps `{}`, a compressor's output (one entry per {} tokens), as growth `{}`: compressed entries are all kept, one per {} tokens, and the window belongs to the uncompressed keys beside them",
+                    c.node,
+                    comp.name,
+                    self.out.nodes[row].id,
+                    r.v,
+                    c.growth.as_str(),
+                    r.v
+                );
+                self.error(code::BAD_CACHE, msg, &c.loc, Some("declare `growth: per_token` on the compressed entries (the engine counts one per ratio tokens) and put the window on the sliding keys' cache".into()));
+                continue;
+            }
             let (fmt, origin, dtype_src) = match (&c.dtype, &ir.quant.cache) {
                 (Some(f), _) => (f.clone(), DtypeOrigin::Entry(f.clone()), c.src.clone()),
                 (None, Some(f)) => (
@@ -1640,6 +1690,7 @@ impl<'a> Walker<'a> {
                 kind: c.kind.clone(),
                 growth: c.growth,
                 window,
+                ratio: ratio.filter(|_| c.growth == Growth::PerToken),
                 elements,
                 read_cap: None,
                 dtype,

@@ -19,11 +19,30 @@ pub(super) static OPS: &[OpSpec] = &[
             "norm_topk_prob?",
             "routed_scaling_factor?"
         ],
-        "Expert router: logits = x W^T, scored, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts]; scoring: softmax (default), sigmoid, or softmax_topk (softmax over the k kept logits); n_group/topk_group: grouped top-k (experts in n_group groups, the best topk_group groups kept); norm_topk_prob: renormalize the k weights; routed_scaling_factor: a factor on them (default 1). Each is checked against config (R006-R009).",
+        "Expert router: logits = x W^T, scored, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts]; scoring: softmax (default), sigmoid, sqrtsoftplus (sqrt of softplus), or softmax_topk (softmax over the k kept logits); n_group/topk_group: grouped top-k (experts in n_group groups, the best topk_group groups kept); norm_topk_prob: renormalize the k weights; routed_scaling_factor: a factor on them (default 1). Each is checked against config (R006-R009).",
         "[in] -> [top_k]",
         "weight [experts, in] (matrix); bias [experts]; e_score_correction_bias [experts]",
         "experts*in (+experts)",
-        "2*in*experts + scoring (softmax 5*experts, sigmoid 4*experts, softmax_topk 5*top_k) + experts with score_bias + experts with n_group > 1 (group scores) + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
+        "2*in*experts + scoring (softmax 5*experts, sigmoid 4*experts, sqrtsoftplus 5*experts, softmax_topk 5*top_k) + experts with score_bias + experts with n_group > 1 (group scores) + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
+    ),
+    op!(
+        "hash_router",
+        Explicit,
+        Some(2),
+        [
+            "in",
+            "experts",
+            "top_k",
+            "vocab",
+            "scoring?",
+            "norm_topk_prob?",
+            "routed_scaling_factor?"
+        ],
+        "Hash routing: which experts a token uses is a stored table lookup (`tid2eid` [vocab, top_k], a buffer: token id -> expert ids), not a top-k; the learned gate still scores every expert, and the k looked-up scores weight the experts. Inputs [x [in], input_ids]. No selection bias exists on such a layer. scoring, norm_topk_prob and routed_scaling_factor as for router.",
+        "[in], [] -> [top_k]",
+        "weight [experts, in] (matrix); tid2eid [vocab, top_k] (buffer)",
+        "experts*in (tid2eid is a buffer, not parameters)",
+        "2*in*experts + scoring over every expert + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
     ),
     op!(
         "moe_combine",
@@ -65,6 +84,39 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             }
             Ok(out)
         }
+        "hash_router" => {
+            let (i, e, k, v) = (
+                a.int("in")?,
+                a.int("experts")?,
+                a.int("top_k")?,
+                a.int("vocab")?,
+            );
+            expect_last(&inputs[0], &i, "hash_router")?;
+            if !inputs[1].is_empty() {
+                return Err(OpError {
+                    code: code::SHAPE_RANK,
+                    message: format!(
+                        "hash_router: its second input is the token ids (shape []), got {}",
+                        show_shape(&inputs[1])
+                    ),
+                    hint: Some("pass `input_ids` (through the block's inputs) as the second input".into()),
+                });
+            }
+            if k.v > e.v || k.v <= 0 || v.v <= 0 {
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "hash_router: top_k {} must be in 1..={} and vocab {} positive",
+                        k.v, e.v, v.v
+                    ),
+                );
+            }
+            let flops = &(&(&lit(2) * &i) * &e) + &router_selection_flops(a, &e, &k)?;
+            Ok(OpOut::shape(vec![Axis::Dim(k.clone())])
+                .flops(flops)
+                .leaf("weight", LeafKind::Matrix, vec![e, i])
+                .leaf("tid2eid", LeafKind::Buffer, vec![v, k]))
+        }
         "moe_combine" => {
             if inputs.len() != 2 {
                 return err(
@@ -101,13 +153,15 @@ fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
     let mut f = match scoring.as_str() {
         "softmax" => &lit(5) * e,
         "sigmoid" => &lit(4) * e,
+        // sqrt(softplus(x)) (DeepSeek-V4 `scoring_func: sqrtsoftplus`).
+        "sqrtsoftplus" => &lit(5) * e,
         // Top-k on the logits first, then a softmax over the k kept (gpt-oss).
         "softmax_topk" => &lit(5) * k,
         other => {
             return Err(OpError {
                 code: code::SHAPE_AXIS,
                 message: format!(
-                    "router: scoring `{other}` is not softmax, sigmoid or softmax_topk"
+                    "router: scoring `{other}` is not softmax, sigmoid, sqrtsoftplus or softmax_topk"
                 ),
                 hint: Some(
                     "bind it from config through an attr, e.g. `router_scoring: \"config.scoring_func ?? 'softmax'\"`"
