@@ -430,9 +430,17 @@ pub fn attended_entries(seq: &Q, cap: Option<&Q>, r: &Q) -> Q {
             let k = c.v;
             let v = r_.saturating_mul(k - 1).saturating_mul(k) / 2
                 + k.saturating_mul(s - k.saturating_mul(r_) + 1);
-            Q::call("compressed_positions", &[seq.clone(), r.clone(), c.clone()], v)
+            Q::call(
+                "compressed_positions",
+                &[seq.clone(), r.clone(), c.clone()],
+                v,
+            )
         }
-        _ => Q::call("compressed_positions", &[seq.clone(), r.clone()], uncapped(s)),
+        _ => Q::call(
+            "compressed_positions",
+            &[seq.clone(), r.clone()],
+            uncapped(s),
+        ),
     }
 }
 

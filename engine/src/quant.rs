@@ -61,21 +61,31 @@ pub fn config_quantization(config: &Value) -> Option<(&'static str, &Value)> {
 }
 
 /// Keys that describe the KV cache, not the weights (the cache dtype is read from them).
-const KV_ONLY: &[&str] = &["kv_cache_scheme", "kv_cache_dtype", "kv_cache_quant_algo", "quant_method"];
+const KV_ONLY: &[&str] = &[
+    "kv_cache_scheme",
+    "kv_cache_dtype",
+    "kv_cache_quant_algo",
+    "quant_method",
+];
 
 /// Whether a quantization_config says anything about how weights are stored (not only the KV
 /// cache's dtype, which `dataflow::config_cache_dtype` reads).
 fn states_weight_storage(qc: &Value) -> bool {
     match qc.as_object() {
-        Some(m) => m
-            .iter()
-            .any(|(k, v)| !KV_ONLY.contains(&k.as_str()) && !v.is_null() && v != &Value::Object(Default::default())),
+        Some(m) => m.iter().any(|(k, v)| {
+            !KV_ONLY.contains(&k.as_str())
+                && !v.is_null()
+                && v != &Value::Object(Default::default())
+        }),
         None => true,
     }
 }
 
 /// The schemes whose `quantization_config` patterns cover `q`, by name.
-pub fn covering_schemes<'a>(schemes: &'a BTreeMap<String, QuantSchemeDef>, q: &Value) -> Vec<&'a str> {
+pub fn covering_schemes<'a>(
+    schemes: &'a BTreeMap<String, QuantSchemeDef>,
+    q: &Value,
+) -> Vec<&'a str> {
     schemes
         .values()
         .filter(|s| s.quantization_config.iter().any(|p| covers(p, q)))
@@ -142,7 +152,10 @@ fn compact(v: &Value) -> String {
     if s.len() <= 200 {
         return s;
     }
-    let cut = (0..=200).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    let cut = (0..=200)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
     format!("{}…", &s[..cut])
 }
 
@@ -260,7 +273,8 @@ mod tests {
         assert_eq!(unused.code, "L010");
         assert_eq!(unused.location.line, 12);
         assert!(unused.hint.unwrap().contains("fp8_e8m0_block128"));
-        let nested = json!({"text_config": {"quantization_config": {"quant_method": "awq", "bits": 4}}});
+        let nested =
+            json!({"text_config": {"quantization_config": {"quant_method": "awq", "bits": 4}}});
         let none = check_config(&schemes, &ok, &nested).expect("an error");
         assert!(
             none.message

@@ -61,9 +61,11 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             let mut shape = inputs[0].clone();
             *shape.last_mut().expect("checked non-empty") = Axis::Dim(d.clone());
             let lead = lead(&inputs[0]);
-            let mut out = OpOut::shape(shape)
-                .flops(&(&lit(8) * &width) * &lead)
-                .leaf("position_bias", LeafKind::Vector, vec![r.clone(), width.clone()]);
+            let mut out = OpOut::shape(shape).flops(&(&lit(8) * &width) * &lead).leaf(
+                "position_bias",
+                LeafKind::Vector,
+                vec![r.clone(), width.clone()],
+            );
             // Pending tokens: kv and gate of up to ratio-1 tokens; with overlap, the last
             // window's first series (kv and gate, ratio rows of dim).
             let pending = &(&(&r - &lit(1)) * &(&lit(2) * &width)) * &lead;
@@ -101,7 +103,10 @@ mod tests {
         .unwrap();
         assert_eq!(o.shape, vec![Axis::Dim(lit(512))]);
         assert_eq!(o.compressed.as_ref().map(|q| q.v), Some(4));
-        assert_eq!(o.leaves[0].shape.iter().map(|q| q.v).collect::<Vec<_>>(), [4, 1024]);
+        assert_eq!(
+            o.leaves[0].shape.iter().map(|q| q.v).collect::<Vec<_>>(),
+            [4, 1024]
+        );
         assert_eq!(o.flops_fixed.v, 8 * 1024);
         // 3 pending tokens of kv and gate (1024 each) + the last window's first series (4 x 512, kv and gate).
         assert_eq!(
@@ -110,7 +115,12 @@ mod tests {
         );
         // HCA: ratio 128, one series.
         let y = vec![Axis::Dim(lit(512))];
-        let h = apply("compress", &[y.clone(), y], &args(&[("ratio", 128), ("dim", 512)])).unwrap();
+        let h = apply(
+            "compress",
+            &[y.clone(), y],
+            &args(&[("ratio", 128), ("dim", 512)]),
+        )
+        .unwrap();
         assert_eq!(h.state.unwrap()[0].v, 127 * 2 * 512);
         assert_eq!(h.compressed.map(|q| q.v), Some(128));
     }
@@ -125,9 +135,15 @@ mod tests {
         assert_eq!(code(&two, &[("ratio", 0), ("dim", 512)]), "S002");
         assert_eq!(code(&two, &[("ratio", -4), ("dim", 512)]), "S002");
         // With overlap the projections must be 2*dim wide.
-        assert_eq!(code(&two, &[("ratio", 4), ("dim", 512), ("overlap", 1)]), "S002");
+        assert_eq!(
+            code(&two, &[("ratio", 4), ("dim", 512), ("overlap", 1)]),
+            "S002"
+        );
         let ctx = vec![Axis::Dim(lit(1)), Axis::Ctx];
-        assert_eq!(code(&[ctx.clone(), ctx], &[("ratio", 4), ("dim", 512)]), "S002");
+        assert_eq!(
+            code(&[ctx.clone(), ctx], &[("ratio", 4), ("dim", 512)]),
+            "S002"
+        );
         let other = vec![Axis::Dim(lit(2)), Axis::Dim(lit(512))];
         assert_eq!(code(&[x, other], &[("ratio", 4), ("dim", 512)]), "S002");
     }

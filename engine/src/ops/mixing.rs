@@ -111,7 +111,8 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                 );
             }
             let r = x.len();
-            let dims = |s: &Shape| -> Option<Vec<Q>> { s.iter().map(|a| a.dim().cloned()).collect() };
+            let dims =
+                |s: &Shape| -> Option<Vec<Q>> { s.iter().map(|a| a.dim().cloned()).collect() };
             let (Some(xd), Some(yd)) = (dims(x), dims(y)) else {
                 return err(
                     code::SHAPE_AXIS,
@@ -231,7 +232,10 @@ mod tests {
         assert_eq!(code("sum", &[dims(&[4, 8])], &[("axis", 2)]), "S001");
         assert_eq!(code("sum", &[dims(&[4, 8])], &[("axis", -3)]), "S001");
         assert_eq!(code("sum", &[vec![]], &[("axis", 0)]), "S001");
-        assert_eq!(code("sum", &[vec![Axis::Dim(lit(4)), Axis::Ctx]], &[("axis", 1)]), "S002");
+        assert_eq!(
+            code("sum", &[vec![Axis::Dim(lit(4)), Axis::Ctx]], &[("axis", 1)]),
+            "S002"
+        );
         assert_eq!(code("sinkhorn", &[dims(&[4, 5])], &[("iters", 20)]), "S002");
         assert_eq!(code("sinkhorn", &[dims(&[4, 4])], &[("iters", 0)]), "S002");
         assert_eq!(code("sinkhorn", &[dims(&[4])], &[("iters", 3)]), "S002");

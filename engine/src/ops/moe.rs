@@ -99,7 +99,9 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                         "hash_router: its second input is the token ids (shape []), got {}",
                         show_shape(&inputs[1])
                     ),
-                    hint: Some("pass `input_ids` (through the block's inputs) as the second input".into()),
+                    hint: Some(
+                        "pass `input_ids` (through the block's inputs) as the second input".into(),
+                    ),
                 });
             }
             if k.v > e.v || k.v <= 0 || v.v <= 0 {
@@ -207,4 +209,100 @@ fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
         f = &f + k;
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_args::Bound;
+
+    fn args(kv: &[(&'static str, i128)]) -> Bound {
+        Bound(kv.iter().copied().collect())
+    }
+
+    #[test]
+    fn a_hash_router_stores_its_table_as_a_buffer_and_scores_every_expert() {
+        // DeepSeek-V4-Flash's first layers: 256 experts, top 6, a [129280, 6] token table.
+        let kv = [
+            ("in", 4096),
+            ("experts", 256),
+            ("top_k", 6),
+            ("vocab", 129280),
+            ("norm_topk_prob", 1),
+        ];
+        let o = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![]],
+            &args(&kv),
+        )
+        .unwrap();
+        assert_eq!(o.shape, vec![Axis::Dim(lit(6))]);
+        let leaves: Vec<(&str, LeafKind, Vec<i128>)> = o
+            .leaves
+            .iter()
+            .map(|l| (l.name, l.kind, l.shape.iter().map(|q| q.v).collect()))
+            .collect();
+        assert_eq!(
+            leaves,
+            [
+                ("weight", LeafKind::Matrix, vec![256, 4096]),
+                ("tid2eid", LeafKind::Buffer, vec![129280, 6]),
+            ]
+        );
+        // Logits, softmax scoring over every expert (the default), renormalised weights.
+        assert_eq!(o.flops_fixed.v, 2 * 4096 * 256 + 5 * 256 + 2 * 6);
+        // The token ids must be the second input.
+        let e = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![Axis::Dim(lit(4096))]],
+            &args(&kv),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "S001");
+        let mut big = kv;
+        big[2] = ("top_k", 300);
+        let e = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![]],
+            &args(&big),
+        );
+        assert_eq!(e.unwrap_err().code, "S002");
+    }
+
+    #[test]
+    fn an_unknown_scoring_function_is_an_error_not_a_default() {
+        struct Scoring(&'static str);
+        impl Args for Scoring {
+            fn int(&self, name: &str) -> Result<Q, OpError> {
+                Ok(lit(match name {
+                    "in" => 64,
+                    "experts" => 8,
+                    _ => 2,
+                }))
+            }
+            fn opt_int(&self, _: &str) -> Result<Option<Q>, OpError> {
+                Ok(None)
+            }
+            fn flag(&self, _: &str) -> Result<bool, OpError> {
+                Ok(false)
+            }
+            fn text(&self, name: &str) -> Result<Option<String>, OpError> {
+                Ok((name == "scoring").then(|| self.0.to_string()))
+            }
+            fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
+                Ok(None)
+            }
+        }
+        let x = vec![Axis::Dim(lit(64))];
+        let ok = apply("router", std::slice::from_ref(&x), &Scoring("sqrtsoftplus")).unwrap();
+        assert_eq!(ok.flops_fixed.v, 2 * 64 * 8 + 5 * 8);
+        let e = apply(
+            "router",
+            std::slice::from_ref(&x),
+            &Scoring("sqrt_softplus"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "S002");
+        assert!(e.message.contains("sqrt_softplus"), "{}", e.message);
+    }
 }
