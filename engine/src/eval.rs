@@ -836,7 +836,7 @@ impl<'a> Walker<'a> {
         let template = ir.component(&block.template).cloned()?;
         let mut env = (*scope.env).clone();
         for (k, e) in &block.bind {
-            let v = self.eval_int(e, &scope.env, loc, &format!("block bind `{k}`"))?;
+            let v = self.block_bind(k, e, scope, loc)?;
             env.insert(k.clone(), v);
         }
         let env = Rc::new(env);
@@ -848,6 +848,55 @@ impl<'a> Walker<'a> {
         };
         self.component(&template, &sc, inputs, &[], loc)
             .map(|mut v| v.remove(0))
+    }
+
+    /// A block's `bind:` value. One that reads the layer index (`config.compress_ratios[i]`)
+    /// is read at every layer the schedule gave the block and must be the same at each: a
+    /// block is one kind of layer, so layers that differ need blocks of their own.
+    fn block_bind(&mut self, k: &str, e: &Expr, scope: &Scope<'a>, loc: &Location) -> Option<Q> {
+        let what = format!("block bind `{k}`");
+        let layers = scope
+            .indices
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "i")
+            .map(|(_, l)| l.clone());
+        let reads_i = matches!(
+            expr::eval_int(e, &self.env_of(&scope.env)),
+            Err(expr::EvalError::UnknownName(ref n)) if n == "i"
+        );
+        let Some(layers) = layers.filter(|l| reads_i && !l.is_empty()) else {
+            return self.eval_int(e, &scope.env, loc, &what);
+        };
+        let mut first: Option<(i128, Q)> = None;
+        for l in layers {
+            let mut env = (*scope.env).clone();
+            env.insert("i".into(), Q::lit(l));
+            let v = self.eval_int(e, &env, loc, &format!("{what} at layer {l}"))?;
+            match &first {
+                None => first = Some((l, v)),
+                Some((l0, v0)) if v0.v != v.v => {
+                    let msg = format!(
+                        "{what} is {} at layer {l0} but {} at layer {l}, and both layers are block `{}`",
+                        v0.v,
+                        v.v,
+                        scope.group.as_deref().unwrap_or("?")
+                    );
+                    self.error(
+                        code::EVAL,
+                        msg,
+                        loc,
+                        Some(
+                            "give each value its own block, picked by the schedule's `where:`"
+                                .into(),
+                        ),
+                    );
+                    return None;
+                }
+                Some(_) => {}
+            }
+        }
+        first.map(|(_, v)| v)
     }
 
     /// Instantiate a component: bind its dims, walk its graph, record its caches and axioms.
