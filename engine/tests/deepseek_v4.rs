@@ -76,3 +76,197 @@ fn caches_follow_their_own_laws() {
         kv_at(32_768) + a.state_bytes_per_sequence().v
     );
 }
+
+/// Evaluates the spec after replacing `from` with `to` in one file (`path`, a key of the spec
+/// repository), and returns the errors of loading or evaluating it.
+fn mutated(
+    path: &str,
+    from: &str,
+    to: &str,
+    config: Option<serde_json::Value>,
+) -> Vec<harch_engine::SpecError> {
+    let mut files = support::library_files();
+    files.insert("specs/models/deepseek_v4.yaml".into(), SPEC.into());
+    let text = files.get(path).unwrap_or_else(|| panic!("{path}")).clone();
+    assert!(text.contains(from), "{path} has no `{from}`");
+    files.insert(path.into(), text.replacen(from, to, 1));
+    let repo = Repo::from_files(files);
+    let ir = match repo.load_model("deepseek_v4") {
+        Ok(ir) => ir,
+        Err(e) => return e,
+    };
+    let config = config.unwrap_or_else(|| serde_json::from_str(CONFIG).expect("config.json"));
+    evaluate(&ir, &config, EvalOptions::default()).errors
+}
+
+fn config_with(key: &str, value: serde_json::Value) -> Option<serde_json::Value> {
+    let mut c: serde_json::Value = serde_json::from_str(CONFIG).expect("config.json");
+    c[key] = value;
+    Some(c)
+}
+
+fn find<'e>(errors: &'e [harch_engine::SpecError], code: &str) -> &'e harch_engine::SpecError {
+    errors
+        .iter()
+        .find(|e| e.code == code)
+        .unwrap_or_else(|| panic!("no {code} in {errors:#?}"))
+}
+
+const MODEL: &str = "specs/models/deepseek_v4.yaml";
+const CSA: &str = "specs/components/library/compressed_sparse_attention.yaml";
+const HASH_MOE: &str = "specs/components/library/moe_ffn_hash_shared.yaml";
+
+#[test]
+fn mutations_of_the_v4_mechanisms_are_located_errors() {
+    // One block for both compressed kinds: its ratio differs between its layers.
+    let e = mutated(
+        MODEL,
+        r#"- { block: csa, where: "i >= n_hash_layers && config.compress_ratios[i] == 4" }
+        - { block: hca, where: "i >= n_hash_layers && config.compress_ratios[i] == 128" }"#,
+        r#"- { block: csa, where: "i >= n_hash_layers && config.compress_ratios[i] > 0" }"#,
+        None,
+    );
+    let m = find(&e, "A002");
+    assert!(
+        m.message.contains("is 128 at layer 3 but 4 at layer 4")
+            || m.message.contains("is 4 at layer 4 but 128 at layer 5"),
+        "{}",
+        m.message
+    );
+    assert!(m.location.file.as_deref() == Some(MODEL), "{m:?}");
+    // The window put on the compressed cache.
+    let e = mutated(
+        CSA,
+        "{ node: c_rope, kind: compressed_key_value, growth: per_token }",
+        "{ node: c_rope, kind: compressed_key_value, growth: window, window: attn_window }",
+        None,
+    );
+    let m = find(&e, "L015");
+    assert!(
+        m.message.contains("one entry per 4 tokens"),
+        "{}",
+        m.message
+    );
+    assert_eq!(m.location.file.as_deref(), Some(CSA));
+    // A hash-routed layer given a router's selection bias: hash routing has none.
+    let e = mutated(
+        HASH_MOE,
+        "      top_k: top_k\n      vocab: n_vocab",
+        "      top_k: top_k\n      score_bias: router_score_bias\n      vocab: n_vocab",
+        None,
+    );
+    let m = find(&e, "L012");
+    assert!(
+        m.message
+            .contains("`hash_router` has no argument `score_bias`"),
+        "{}",
+        m.message
+    );
+    assert_eq!(m.location.file.as_deref(), Some(HASH_MOE));
+    // A grouped output projection whose groups do not divide the heads' channels.
+    let e = mutated(MODEL, "o_groups: config.o_groups", "o_groups: 3", None);
+    assert!(!e.is_empty());
+}
+
+#[test]
+fn bad_v4_configs_are_located_errors_not_panics() {
+    let unknown = mutated(
+        MODEL,
+        "summary:",
+        "summary:",
+        config_with("scoring_func", "sqrt_softplus".into()),
+    );
+    let m = find(&unknown, "S002");
+    assert!(m.message.contains("sqrt_softplus"), "{}", m.message);
+    assert!(
+        m.location
+            .node
+            .as_deref()
+            .is_some_and(|n| n.ends_with("gate")),
+        "{m:?}"
+    );
+    let uncovered = mutated(
+        MODEL,
+        "summary:",
+        "summary:",
+        config_with(
+            "quantization_config",
+            serde_json::json!({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [64, 64]}),
+        ),
+    );
+    let m = find(&uncovered, "L010");
+    assert_eq!(m.location.file.as_deref(), Some(MODEL));
+    // hc_mult 0: no streams to expand.
+    let zero = mutated(
+        MODEL,
+        "summary:",
+        "summary:",
+        config_with("hc_mult", 0.into()),
+    );
+    assert!(zero.iter().any(|e| e.code == "S002"), "{zero:#?}");
+    // A compressed layer whose config ratio is 0 fits no block: the schedule says which layer.
+    let mut ratios: Vec<i64> =
+        serde_json::from_str::<serde_json::Value>(CONFIG).unwrap()["compress_ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+    ratios[5] = 0;
+    let gap = mutated(
+        MODEL,
+        "summary:",
+        "summary:",
+        config_with("compress_ratios", ratios.into()),
+    );
+    let m = find(&gap, "A004");
+    assert!(m.message.contains("layer 5"), "{}", m.message);
+}
+
+#[test]
+fn equivalent_rewrites_of_the_v4_spec_give_the_same_numbers() {
+    let base = analysis().summary();
+    for (from, to) in [
+        ("hc_mult: config.hc_mult", "hc_mult: \"config.hc_mult * 1\""),
+        (
+            "d_shared_ffn: \"config.moe_intermediate_size * config.n_shared_experts\"",
+            "d_shared_ffn: \"config.n_shared_experts * config.moe_intermediate_size\"",
+        ),
+        (
+            "bind: { compress_ratio: \"config.compress_ratios[i]\" }\n    template: hyper_connection_block\n    fill:\n      attention: heavily_compressed_attention",
+            "bind: { compress_ratio: \"config.compress_ratios[i] + 0\" }\n    template: hyper_connection_block\n    fill:\n      attention: heavily_compressed_attention",
+        ),
+    ] {
+        let mut files = support::library_files();
+        assert!(SPEC.contains(from), "{from}");
+        files.insert(
+            "specs/models/deepseek_v4.yaml".into(),
+            SPEC.replacen(from, to, 1),
+        );
+        let repo = Repo::from_files(files);
+        let ir = repo.load_model("deepseek_v4").expect("loads");
+        let config: serde_json::Value = serde_json::from_str(CONFIG).unwrap();
+        let a = evaluate(&ir, &config, EvalOptions::default());
+        assert!(a.ok(), "{to}: {:?}", a.errors);
+        let s = a.summary();
+        assert_eq!(
+            (
+                s.params_total,
+                s.params_active,
+                s.weight_bytes,
+                s.kv_bytes_per_token,
+                s.state_bytes_per_sequence,
+                s.decode_flops_per_token
+            ),
+            (
+                base.params_total,
+                base.params_active,
+                base.weight_bytes,
+                base.kv_bytes_per_token,
+                base.state_bytes_per_sequence,
+                base.decode_flops_per_token
+            ),
+            "{to}"
+        );
+    }
+}
