@@ -65,6 +65,11 @@ pub struct NodeRow {
     /// Positions a selection (`topk_select`) lets this node attend, at most: caps its per-ctx
     /// FLOPs like a window, but what is stored still grows per token.
     pub selected: Option<Q>,
+    /// This node's values are one entry per so many tokens (a compressor's output).
+    pub compressed: Option<Q>,
+    /// This node attends compressed entries, one per so many positions: at position t it
+    /// spans floor(t / stride) of them (then capped by a selection).
+    pub stride: Option<Q>,
     pub phase: Phase,
     pub args: IndexMap<String, ArgValue>,
     /// For an op: per `in:` edge, the rows that produce that input (the dataflow edges).
@@ -114,6 +119,8 @@ pub struct CacheRow {
     pub kind: String,
     pub growth: Growth,
     pub window: Option<Q>,
+    /// A per_token cache of a compressor's output holds one entry per `ratio` tokens.
+    pub ratio: Option<Q>,
     /// Elements per token (per_token, window) or per sequence (constant), per layer.
     pub elements: Q,
     /// Positions a decode step reads when a selection caps every attention reading this
@@ -319,7 +326,7 @@ impl Analysis {
             .caches
             .iter()
             .filter(|c| keep(c) && is_main(&self.nodes[c.node]))
-            .map(|c| &(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count)
+            .map(|c| self.cache_row_token_bytes(c))
             .collect();
         Q::sum(&terms)
     }
@@ -407,6 +414,36 @@ pub fn attended_positions(seq: &Q, window: Option<&Q>) -> Q {
     }
 }
 
+/// Sum over query positions t = 1..S of the compressed entries each attends: floor(t / r)
+/// (the source lets query t see entry w when w < t / r), each capped at `cap` (a selection).
+pub fn attended_entries(seq: &Q, cap: Option<&Q>, r: &Q) -> Q {
+    let (s, r_) = (seq.v, r.v.max(1));
+    // Sum_{t=1}^{n} floor(t/r) with q = floor(n/r): r*q*(q-1)/2 + q*(n - q*r + 1).
+    let uncapped = |n: i128| -> i128 {
+        let q = n / r_;
+        r_.saturating_mul(q).saturating_mul(q - 1) / 2
+            + q.saturating_mul(n - q.saturating_mul(r_) + 1)
+    };
+    match cap {
+        // From t = cap*r on, every query attends `cap` entries.
+        Some(c) if c.v.saturating_mul(r_) <= s => {
+            let k = c.v;
+            let v = r_.saturating_mul(k - 1).saturating_mul(k) / 2
+                + k.saturating_mul(s - k.saturating_mul(r_) + 1);
+            Q::call(
+                "compressed_positions",
+                &[seq.clone(), r.clone(), c.clone()],
+                v,
+            )
+        }
+        _ => Q::call(
+            "compressed_positions",
+            &[seq.clone(), r.clone()],
+            uncapped(s),
+        ),
+    }
+}
+
 /// Context lengths at which `show` reports FLOPs.
 pub const REPORT_CONTEXT: i128 = 4096;
 
@@ -483,7 +520,7 @@ impl Analysis {
                     self.caches
                         .iter()
                         .filter(|c| c.growth == growth && in_group(&self.nodes[c.node]))
-                        .map(|c| c.elements.v * c.dtype_bytes as i128 * c.count.v)
+                        .map(|c| self.cache_row_token_bytes(c).v)
                         .sum()
                 };
                 GroupSummary {

@@ -79,6 +79,9 @@ pub fn evaluate_at(
         reads: RefCell::new(BTreeSet::new()),
     };
     w.bind_dims();
+    if let Some(e) = crate::quant::check_config(&ir.schemes, &ir.quant, config) {
+        w.out.errors.push(e);
+    }
     if w.out.errors.is_empty() {
         w.top_level();
     }
@@ -99,6 +102,11 @@ struct Flow {
     /// This value was computed over a selection of so many positions (an attention that
     /// took a selection, and what follows it inside the component).
     selected: Option<Q>,
+    /// These values are one entry per so many tokens (a compressor's output, and what is
+    /// computed from it token by token).
+    compressed: Option<Q>,
+    /// This value was computed by attending compressed entries, one per so many positions.
+    stride: Option<Q>,
     from: Rc<[usize]>,
     /// Set on an encoder's values: the image input and its positions per image.
     image: Option<Rc<PerImage>>,
@@ -526,6 +534,8 @@ impl<'a> Walker<'a> {
                 window: None,
                 selection: None,
                 selected: None,
+                compressed: None,
+                stride: None,
                 from: Rc::from([]),
                 image: None,
             },
@@ -826,7 +836,7 @@ impl<'a> Walker<'a> {
         let template = ir.component(&block.template).cloned()?;
         let mut env = (*scope.env).clone();
         for (k, e) in &block.bind {
-            let v = self.eval_int(e, &scope.env, loc, &format!("block bind `{k}`"))?;
+            let v = self.block_bind(k, e, scope, loc)?;
             env.insert(k.clone(), v);
         }
         let env = Rc::new(env);
@@ -838,6 +848,55 @@ impl<'a> Walker<'a> {
         };
         self.component(&template, &sc, inputs, &[], loc)
             .map(|mut v| v.remove(0))
+    }
+
+    /// A block's `bind:` value. One that reads the layer index (`config.compress_ratios[i]`)
+    /// is read at every layer the schedule gave the block and must be the same at each: a
+    /// block is one kind of layer, so layers that differ need blocks of their own.
+    fn block_bind(&mut self, k: &str, e: &Expr, scope: &Scope<'a>, loc: &Location) -> Option<Q> {
+        let what = format!("block bind `{k}`");
+        let layers = scope
+            .indices
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "i")
+            .map(|(_, l)| l.clone());
+        let reads_i = matches!(
+            expr::eval_int(e, &self.env_of(&scope.env)),
+            Err(expr::EvalError::UnknownName(ref n)) if n == "i"
+        );
+        let Some(layers) = layers.filter(|l| reads_i && !l.is_empty()) else {
+            return self.eval_int(e, &scope.env, loc, &what);
+        };
+        let mut first: Option<(i128, Q)> = None;
+        for l in layers {
+            let mut env = (*scope.env).clone();
+            env.insert("i".into(), Q::lit(l));
+            let v = self.eval_int(e, &env, loc, &format!("{what} at layer {l}"))?;
+            match &first {
+                None => first = Some((l, v)),
+                Some((l0, v0)) if v0.v != v.v => {
+                    let msg = format!(
+                        "{what} is {} at layer {l0} but {} at layer {l}, and both layers are block `{}`",
+                        v0.v,
+                        v.v,
+                        scope.group.as_deref().unwrap_or("?")
+                    );
+                    self.error(
+                        code::EVAL,
+                        msg,
+                        loc,
+                        Some(
+                            "give each value its own block, picked by the schedule's `where:`"
+                                .into(),
+                        ),
+                    );
+                    return None;
+                }
+                Some(_) => {}
+            }
+        }
+        first.map(|(_, v)| v)
     }
 
     /// Instantiate a component: bind its dims, walk its graph, record its caches and axioms.
@@ -1132,6 +1191,7 @@ impl<'a> Walker<'a> {
                 self.out.nodes[row].shape = out.shape.clone();
                 // A selection caps the attention that took it, not what reads its result.
                 out.selected = None;
+                out.stride = None;
                 Some(out)
             }
             NodeKind::Slot(slot) => {
@@ -1167,6 +1227,7 @@ impl<'a> Walker<'a> {
                 let mut out = outs.into_iter().next()?;
                 self.out.nodes[row].shape = out.shape.clone();
                 out.selected = None;
+                out.stride = None;
                 Some(out)
             }
             NodeKind::Stack(st) => self.stack(node, st, scope, inputs),
@@ -1257,6 +1318,8 @@ impl<'a> Walker<'a> {
             flops_per_ctx: Q::zero(),
             window: None,
             selected: None,
+            compressed: None,
+            stride: None,
             phase: scope.phase,
             args: IndexMap::new(),
             inputs: vec![],
@@ -1355,6 +1418,21 @@ impl<'a> Walker<'a> {
         } else {
             selected_in
         };
+        // Values computed from compressed entries token by token stay one per r tokens; an
+        // attention reads them at past positions and produces a per-token value again.
+        let attends = matches!(spec.name, "attention_score" | "attention_apply");
+        let compressed = out.compressed.clone().or_else(|| {
+            (!attends)
+                .then(|| inputs.iter().find_map(|f| f.compressed.clone()))
+                .flatten()
+        });
+        // An attention whose keys are compressed attends floor(t / r) entries at position t;
+        // what follows it in the component (softmax, apply) spans the same entries.
+        let stride = if spec.name == "attention_score" {
+            inputs.get(1).and_then(|k| k.compressed.clone())
+        } else {
+            inputs.iter().find_map(|f| f.stride.clone())
+        };
         // Buffers are stored but are not parameters.
         let params = Q::sum(
             &out.leaves
@@ -1388,6 +1466,8 @@ impl<'a> Walker<'a> {
             r.flops_per_ctx = out.flops_per_ctx.clone();
             r.window = window.clone();
             r.selected = selected.clone();
+            r.compressed = compressed.clone();
+            r.stride = stride.clone();
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
@@ -1426,6 +1506,8 @@ impl<'a> Walker<'a> {
             window,
             selection: out.selection,
             selected,
+            compressed,
+            stride,
             from: Rc::from([row]),
             image,
         })
@@ -1534,7 +1616,7 @@ impl<'a> Walker<'a> {
                 }
             };
             stored.push(StoredTensor {
-                name: format!("{name}{}", s.suffix),
+                name: crate::quant::stored_name(&name, s),
                 dtype: s.dtype.clone(),
                 dtype_bytes,
                 shape,
@@ -1608,6 +1690,23 @@ impl<'a> Walker<'a> {
                 },
                 None => None,
             };
+            let ratio = self.out.nodes[row].compressed.clone();
+            if let Some(r) = &ratio
+                && c.growth != Growth::PerToken
+                && c.growth != Growth::Constant
+            {
+                let msg = format!(
+                    "cache `{}` of `{}` keeps `{}`, a compressor's output (one entry per {} tokens), as growth `{}`: compressed entries are all kept, one per {} tokens, and the window belongs to the uncompressed keys beside them",
+                    c.node,
+                    comp.name,
+                    self.out.nodes[row].id,
+                    r.v,
+                    c.growth.as_str(),
+                    r.v
+                );
+                self.error(code::BAD_CACHE, msg, &c.loc, Some("declare `growth: per_token` on the compressed entries (the engine counts one per ratio tokens) and put the window on the sliding keys' cache".into()));
+                continue;
+            }
             let (fmt, origin, dtype_src) = match (&c.dtype, &ir.quant.cache) {
                 (Some(f), _) => (f.clone(), DtypeOrigin::Entry(f.clone()), c.src.clone()),
                 (None, Some(f)) => (
@@ -1640,6 +1739,7 @@ impl<'a> Walker<'a> {
                 kind: c.kind.clone(),
                 growth: c.growth,
                 window,
+                ratio: ratio.filter(|_| c.growth == Growth::PerToken),
                 elements,
                 read_cap: None,
                 dtype,

@@ -20,6 +20,7 @@ pub mod ir;
 pub mod load;
 pub mod ops;
 pub mod q;
+pub mod quant;
 pub mod rows;
 pub mod schema;
 

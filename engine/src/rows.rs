@@ -2,7 +2,9 @@
 //! these sums; deployment analysis (harch-analysis) reads the same rows under a layout, so a
 //! figure per GPU and the model's total come from one formula.
 
-use crate::analysis::{Analysis, CacheRow, GroupRow, NodeRow, WeightRow, attended_positions};
+use crate::analysis::{
+    Analysis, CacheRow, GroupRow, NodeRow, WeightRow, attended_entries, attended_positions,
+};
 use crate::ir::Growth;
 use crate::ops::Axis;
 use crate::q::Q;
@@ -33,12 +35,35 @@ impl Analysis {
         &(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count
     }
 
+    /// Entries a cache row holds for a context, before any window: one per token, or one per
+    /// `ratio` tokens for a compressor's output (the source emits an entry per closed window).
+    pub fn cache_row_entries_at(&self, c: &CacheRow, ctx: &Q) -> Q {
+        match &c.ratio {
+            Some(r) if r.v > 0 => Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v),
+            _ => ctx.clone(),
+        }
+    }
+
+    /// Bytes one cache row adds per token over all its layers: its unit, or for a compressed
+    /// row the unit over its ratio (exact when the ratio divides the unit, else rounded down;
+    /// `cache_row_bytes_at` counts whole entries either way).
+    pub fn cache_row_token_bytes(&self, c: &CacheRow) -> Q {
+        let unit = self.cache_row_unit_bytes(c);
+        match &c.ratio {
+            Some(r) if r.v > 0 => unit
+                .div_exact(r)
+                .unwrap_or_else(|| Q::call("per_ratio", &[unit.clone(), r.clone()], unit.v / r.v)),
+            _ => unit,
+        }
+    }
+
     /// Bytes one sequence keeps in a cache row at a context length, by the row's growth law:
-    /// every token (per_token), at most `window` tokens (window), or once (constant).
+    /// every token (per_token; one entry per `ratio` tokens for a compressor's output), at most
+    /// `window` tokens (window), or once (constant).
     pub fn cache_row_bytes_at(&self, c: &CacheRow, ctx: &Q) -> Q {
         let unit = self.cache_row_unit_bytes(c);
         match c.growth {
-            Growth::PerToken => &unit * ctx,
+            Growth::PerToken => &unit * &self.cache_row_entries_at(c, ctx),
             Growth::Window => {
                 let w = match &c.window {
                     Some(w) if w.v < ctx.v => w,
@@ -51,11 +76,21 @@ impl Analysis {
     }
 
     /// Bytes a decode step at a context reads from one cache row: what it holds by its growth
-    /// law, or, when a selection caps every attention reading it, the selected positions.
+    /// law, or, when a selection caps every attention reading it, the selected entries.
     pub fn cache_row_read_bytes_at(&self, c: &CacheRow, ctx: &Q) -> Q {
+        if c.growth == Growth::Constant {
+            return self.cache_row_unit_bytes(c);
+        }
+        let held = match c.growth {
+            Growth::Window => match &c.window {
+                Some(w) if w.v < ctx.v => w.clone(),
+                _ => ctx.clone(),
+            },
+            _ => self.cache_row_entries_at(c, ctx),
+        };
         match &c.read_cap {
-            Some(k) if k.v < ctx.v && c.growth != Growth::Constant => self.cache_row_bytes_at(c, k),
-            _ => self.cache_row_bytes_at(c, ctx),
+            Some(k) if k.v < held.v => &self.cache_row_unit_bytes(c) * k,
+            _ => &self.cache_row_unit_bytes(c) * &held,
         }
     }
 
@@ -72,17 +107,24 @@ impl Analysis {
 
     /// FLOPs of a node row (all its active copies) for one sequence's decode step at a context.
     pub fn node_decode_flops(&self, n: &NodeRow, ctx: &Q) -> Q {
-        let l = match attended_cap(n) {
-            Some(w) if w.v < ctx.v => w,
-            _ => ctx,
+        let spanned = match &n.stride {
+            Some(r) if r.v > 0 => Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v),
+            _ => ctx.clone(),
         };
-        &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * l))
+        let l = match attended_cap(n) {
+            Some(w) if w.v < spanned.v => w.clone(),
+            _ => spanned,
+        };
+        &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l))
     }
 
     /// FLOPs of a node row (all its active copies) for one sequence's causal prefill of `seq`
     /// tokens.
     pub fn node_prefill_flops(&self, n: &NodeRow, seq: &Q) -> Q {
-        let attended = attended_positions(seq, attended_cap(n));
+        let attended = match &n.stride {
+            Some(r) if r.v > 0 => attended_entries(seq, attended_cap(n), r),
+            _ => attended_positions(seq, attended_cap(n)),
+        };
         &n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended))
     }
 

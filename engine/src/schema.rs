@@ -373,6 +373,10 @@ pub struct StoredDef {
     /// Appended to the leaf's name (`_scale_inv`, `_blocks`); empty for the main tensor.
     #[serde(default)]
     pub suffix: String,
+    /// Replaces the leaf's own name (the last dotted segment) before `suffix` is appended:
+    /// DeepSeek-V4 stores the scale of `w1.weight` as `w1.scale` (`leaf: scale`).
+    #[serde(default)]
+    pub leaf: Option<String>,
     pub dtype: String,
     /// Axes as expressions over `out`, `in` (the last two logical axes); `...` stands for the
     /// leading logical axes. Absent = the logical shape.
@@ -394,4 +398,8 @@ pub struct QuantSchemeDef {
     #[serde(default)]
     pub params_per_element: Option<i64>,
     pub stored: Vec<StoredDef>,
+    /// The `quantization_config`s this scheme stores (patterns a config's must contain; a `*`
+    /// key matches any entry of a map). See `quant::covers`.
+    #[serde(default)]
+    pub quantization_config: Vec<serde_json::Value>,
 }

@@ -47,10 +47,24 @@ pub fn check(a: &Analysis) -> Vec<Diagnostic> {
             continue;
         }
         let inst = parent(&a.nodes[c.node].id);
-        let readers = a
+        let scores: Vec<&harch_engine::analysis::NodeRow> = a
             .nodes
             .iter()
-            .filter(|n| n.op == "attention_score" && parent(&n.id) == inst);
+            .filter(|n| n.op == "attention_score" && parent(&n.id) == inst)
+            .collect();
+        // The scores whose keys are this cache (an instance may hold a sliding attention beside
+        // one over compressed entries); a cache no score reads (values) answers to them all.
+        let keyed: Vec<&harch_engine::analysis::NodeRow> = scores
+            .iter()
+            .copied()
+            .filter(|n| {
+                n.inputs.get(1).is_some_and(|rows| {
+                    rows.iter()
+                        .any(|&r| r == c.node || a.through_views(r).contains(&c.node))
+                })
+            })
+            .collect();
+        let readers = if keyed.is_empty() { scores } else { keyed };
         for n in readers {
             let attn_window = n.window.as_ref().map(|w| w.v).filter(|w| *w > 0);
             let cache_window = if c.growth == Growth::Window {

@@ -11,6 +11,7 @@
 pub mod axiom;
 pub mod config_spelling;
 pub mod config_view;
+pub mod conversion;
 pub mod pysrc;
 pub mod report;
 pub mod schedule;

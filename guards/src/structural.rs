@@ -80,6 +80,11 @@ fn config_rotary_width(config: &serde_json::Value) -> RotaryWidth {
     if let Some(d) = config.get("rotary_dim").and_then(|v| v.as_i64()) {
         return RotaryWidth::Channels(d as i128, "rotary_dim");
     }
+    // DeepSeek's rope slice (MLA's own rope part; DeepSeek-V4 rotates that many channels of
+    // each 512-channel head).
+    if let Some(d) = config.get("qk_rope_head_dim").and_then(|v| v.as_i64()) {
+        return RotaryWidth::Channels(d as i128, "qk_rope_head_dim");
+    }
     for (outer, key) in [
         (None, "partial_rotary_factor"),
         (
@@ -320,8 +325,10 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
             continue;
         };
         let sliding = layer_is_sliding(config, first);
+        // An attention over compressed entries (one per r tokens, DeepSeek-V4's CSA and HCA)
+        // reads the history beside the window: the sliding window is the uncompressed keys'.
         let attn: Vec<&NodeRow> = in_group(a, &g.stack, &g.block)
-            .filter(|n| n.op == "attention_score")
+            .filter(|n| n.op == "attention_score" && n.stride.is_none())
             .collect();
         if attn.is_empty() {
             continue;
@@ -355,7 +362,9 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
             let capped = caches
                 .iter()
                 .any(|c| c.growth == Growth::Window && c.window.as_ref().map(|x| x.v) == Some(w));
-            let uncapped = caches.iter().find(|c| c.growth == Growth::PerToken);
+            let uncapped = caches
+                .iter()
+                .find(|c| c.growth == Growth::PerToken && c.ratio.is_none());
             if !capped || uncapped.is_some() {
                 let loc = uncapped
                     .map(|c| c.loc.clone())

@@ -102,7 +102,8 @@ pub struct BadReference {
 pub fn resolve_native(config: &serde_json::Value) -> Option<SourceSet> {
     let model_type = model_type_dir(config)?;
     for (root, origin) in source_roots() {
-        if let Some(files) = read_model_dir(&root.join("models").join(&model_type)) {
+        if let Some(mut files) = read_model_dir(&root.join("models").join(&model_type)) {
+            add_conversion_renames(&root, &model_type, &mut files);
             return Some(SourceSet { files, origin });
         }
     }
@@ -158,6 +159,18 @@ pub fn search_description() -> String {
         .collect();
     places.push("the local Python's transformers".into());
     places.join(", ")
+}
+
+/// Transformers 5 renames some checkpoints' tensors at load (`conversion_mapping.py`): the
+/// model type's entry rides along with the sources, so the guards look modules up under the
+/// names the modules have.
+fn add_conversion_renames(root: &Path, model_type: &str, files: &mut BTreeMap<String, String>) {
+    use harch_guards::conversion::{CONVERSION_FILE, model_entry};
+    if let Ok(text) = std::fs::read_to_string(root.join(CONVERSION_FILE))
+        && let Some(entry) = model_entry(&text, model_type)
+    {
+        files.insert(CONVERSION_FILE.to_string(), entry.to_string());
+    }
 }
 
 fn read_model_dir(dir: &Path) -> Option<BTreeMap<String, String>> {

@@ -126,6 +126,8 @@ impl<'a> Walker<'a> {
             window: None,
             selection: None,
             selected: None,
+            compressed: None,
+            stride: None,
             from: Rc::from([]),
             image: Some(Rc::new(PerImage {
                 input: name.clone(),

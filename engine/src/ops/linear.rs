@@ -36,6 +36,17 @@ pub(super) static OPS: &[OpSpec] = &[
         "experts*in*out (active: active*in*out)",
         "2*active*in*out"
     ),
+    op!(
+        "block_diagonal_linear",
+        AxisReplace,
+        Some(1),
+        ["groups", "in", "out"],
+        "Block-diagonal (grouped) projection: each of `groups` groups of `in` channels is projected by its own [out, in] block; input [..., groups, in] -> [..., groups, out]. Stored as one matrix [groups*out, in] (DeepSeek-V4's o_a_proj with o_groups). It multiplies only its blocks: 2*groups*in*out, not the dense (groups*in) x (groups*out).",
+        "[..., groups, in] -> [..., groups, out]",
+        "weight [groups*out, in] (matrix)",
+        "groups*in*out",
+        "2*groups*in*out per leading element"
+    ),
 ];
 
 pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
@@ -98,6 +109,80 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             out.params_active = Some(active);
             Ok(out)
         }
+        "block_diagonal_linear" => {
+            let (g, i, o) = (a.int("groups")?, a.int("in")?, a.int("out")?);
+            if g.v < 1 {
+                return err(
+                    code::SHAPE_AXIS,
+                    format!("block_diagonal_linear: groups = {} must be at least 1", g.v),
+                );
+            }
+            let s = x0();
+            let groups_ok = s.len() >= 2 && s[s.len() - 2].dim().is_some_and(|q| q.v == g.v);
+            if !groups_ok {
+                return Err(OpError {
+                    code: code::SHAPE_HEADS,
+                    message: format!(
+                        "block_diagonal_linear: input {} is not [..., groups = {}, in = {}]",
+                        show_shape(&s),
+                        g.v,
+                        i.v
+                    ),
+                    hint: Some("split the channels into their groups first (head_split with heads: groups); a flat axis that does not divide has no groups".into()),
+                });
+            }
+            expect_last(&s, &i, "block_diagonal_linear")?;
+            let mut shape = s.clone();
+            *shape.last_mut().expect("checked non-empty") = Axis::Dim(o.clone());
+            // `lead` counts the groups axis: 2*in*out per group per leading element.
+            Ok(OpOut::shape(shape)
+                .flops(&(&(&lit(2) * &i) * &o) * &lead(&s))
+                .leaf("weight", LeafKind::Matrix, vec![&g * &o, i]))
+        }
         other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_args::Bound;
+
+    fn args(kv: &[(&'static str, i128)]) -> Bound {
+        Bound(kv.iter().copied().collect())
+    }
+
+    #[test]
+    fn a_block_diagonal_projection_counts_its_blocks_only() {
+        // DeepSeek-V4-Flash o_a_proj: 8 groups of 64*512/8 = 4096 channels, each to 1024.
+        let x = vec![Axis::Dim(lit(8)), Axis::Dim(lit(4096))];
+        let o = apply(
+            "block_diagonal_linear",
+            &[x],
+            &args(&[("groups", 8), ("in", 4096), ("out", 1024)]),
+        )
+        .unwrap();
+        assert_eq!(o.shape, vec![Axis::Dim(lit(8)), Axis::Dim(lit(1024))]);
+        assert_eq!(o.flops_fixed.v, 2 * 8 * 4096 * 1024);
+        // A dense projection of the same 32768 -> 8192 would be 8x that.
+        assert_eq!(o.flops_fixed.v * 8, 2 * 32768 * 8192);
+        assert_eq!(
+            o.leaves[0].shape.iter().map(|q| q.v).collect::<Vec<_>>(),
+            [8192, 4096]
+        );
+        let bad = |shape: Vec<i128>, g: i128| {
+            let s: Shape = shape.into_iter().map(|d| Axis::Dim(lit(d))).collect();
+            apply(
+                "block_diagonal_linear",
+                &[s],
+                &args(&[("groups", g), ("in", 4096), ("out", 1024)]),
+            )
+            .unwrap_err()
+            .code
+        };
+        assert_eq!(bad(vec![32768], 8), "S003");
+        assert_eq!(bad(vec![4, 4096], 8), "S003");
+        assert_eq!(bad(vec![8, 4096], 0), "S002");
+        assert_eq!(bad(vec![8, 2048], 8), "S002");
     }
 }

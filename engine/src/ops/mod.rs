@@ -132,9 +132,11 @@ pub const ACTIVATIONS: &[(&str, i128)] = &[
 ];
 
 mod attention;
+mod compression;
 mod elementwise;
 mod linear;
 mod linear_attention;
+mod mixing;
 mod moe;
 mod norms;
 mod selection;
@@ -189,6 +191,14 @@ static FAMILIES: &[Family] = &[
         ops: selection::OPS,
         apply: selection::apply,
     },
+    Family {
+        ops: compression::OPS,
+        apply: compression::apply,
+    },
+    Family {
+        ops: mixing::OPS,
+        apply: mixing::apply,
+    },
 ];
 
 /// Every registered op, in registry order.
@@ -237,7 +247,7 @@ pub fn history(op: &str) -> History {
     match op {
         "attention_score" | "attention_apply" => History::Input(1),
         "conv1d" => History::KernelSteps(0),
-        "gated_delta_rule" | "linear_attention" => History::State,
+        "gated_delta_rule" | "linear_attention" | "compress" => History::State,
         _ => History::None,
     }
 }
@@ -247,7 +257,7 @@ pub fn history(op: &str) -> History {
 pub fn is_view(op: &str) -> bool {
     matches!(
         op,
-        "head_split" | "head_merge" | "broadcast_heads" | "concat" | "spatial_merge"
+        "head_split" | "head_merge" | "broadcast_heads" | "concat" | "spatial_merge" | "expand"
     )
 }
 
@@ -293,6 +303,9 @@ pub struct OpOut {
     /// For a selection (`topk_select`): how many positions it selects. An attention that takes
     /// it as its third input attends at most that many.
     pub selection: Option<Q>,
+    /// For a compressor (`compress`): its output is one entry per so many tokens. A cache of
+    /// it grows by one entry per that many tokens; an attention over it attends floor(t / r).
+    pub compressed: Option<Q>,
 }
 
 impl OpOut {
@@ -305,6 +318,7 @@ impl OpOut {
             flops_per_ctx: Q::zero(),
             state: None,
             selection: None,
+            compressed: None,
         }
     }
     fn flops(mut self, fixed: Q) -> OpOut {

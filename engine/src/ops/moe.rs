@@ -19,11 +19,30 @@ pub(super) static OPS: &[OpSpec] = &[
             "norm_topk_prob?",
             "routed_scaling_factor?"
         ],
-        "Expert router: logits = x W^T, scored, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts]; scoring: softmax (default), sigmoid, or softmax_topk (softmax over the k kept logits); n_group/topk_group: grouped top-k (experts in n_group groups, the best topk_group groups kept); norm_topk_prob: renormalize the k weights; routed_scaling_factor: a factor on them (default 1). Each is checked against config (R006-R009).",
+        "Expert router: logits = x W^T, scored, then top-k. bias: a linear bias [experts]; score_bias: a selection-only bias `e_score_correction_bias` [experts]; scoring: softmax (default), sigmoid, sqrtsoftplus (sqrt of softplus), or softmax_topk (softmax over the k kept logits); n_group/topk_group: grouped top-k (experts in n_group groups, the best topk_group groups kept); norm_topk_prob: renormalize the k weights; routed_scaling_factor: a factor on them (default 1). Each is checked against config (R006-R009).",
         "[in] -> [top_k]",
         "weight [experts, in] (matrix); bias [experts]; e_score_correction_bias [experts]",
         "experts*in (+experts)",
-        "2*in*experts + scoring (softmax 5*experts, sigmoid 4*experts, softmax_topk 5*top_k) + experts with score_bias + experts with n_group > 1 (group scores) + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
+        "2*in*experts + scoring (softmax 5*experts, sigmoid 4*experts, sqrtsoftplus 5*experts, softmax_topk 5*top_k) + experts with score_bias + experts with n_group > 1 (group scores) + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
+    ),
+    op!(
+        "hash_router",
+        Explicit,
+        Some(2),
+        [
+            "in",
+            "experts",
+            "top_k",
+            "vocab",
+            "scoring?",
+            "norm_topk_prob?",
+            "routed_scaling_factor?"
+        ],
+        "Hash routing: which experts a token uses is a stored table lookup (`tid2eid` [vocab, top_k], a buffer: token id -> expert ids), not a top-k; the learned gate still scores every expert, and the k looked-up scores weight the experts. Inputs [x [in], input_ids]. No selection bias exists on such a layer. scoring, norm_topk_prob and routed_scaling_factor as for router.",
+        "[in], [] -> [top_k]",
+        "weight [experts, in] (matrix); tid2eid [vocab, top_k] (buffer)",
+        "experts*in (tid2eid is a buffer, not parameters)",
+        "2*in*experts + scoring over every expert + 2*top_k with norm_topk_prob + top_k with a routed_scaling_factor other than 1"
     ),
     op!(
         "moe_combine",
@@ -65,6 +84,41 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             }
             Ok(out)
         }
+        "hash_router" => {
+            let (i, e, k, v) = (
+                a.int("in")?,
+                a.int("experts")?,
+                a.int("top_k")?,
+                a.int("vocab")?,
+            );
+            expect_last(&inputs[0], &i, "hash_router")?;
+            if !inputs[1].is_empty() {
+                return Err(OpError {
+                    code: code::SHAPE_RANK,
+                    message: format!(
+                        "hash_router: its second input is the token ids (shape []), got {}",
+                        show_shape(&inputs[1])
+                    ),
+                    hint: Some(
+                        "pass `input_ids` (through the block's inputs) as the second input".into(),
+                    ),
+                });
+            }
+            if k.v > e.v || k.v <= 0 || v.v <= 0 {
+                return err(
+                    code::SHAPE_AXIS,
+                    format!(
+                        "hash_router: top_k {} must be in 1..={} and vocab {} positive",
+                        k.v, e.v, v.v
+                    ),
+                );
+            }
+            let flops = &(&(&lit(2) * &i) * &e) + &router_selection_flops(a, &e, &k)?;
+            Ok(OpOut::shape(vec![Axis::Dim(k.clone())])
+                .flops(flops)
+                .leaf("weight", LeafKind::Matrix, vec![e, i])
+                .leaf("tid2eid", LeafKind::Buffer, vec![v, k]))
+        }
         "moe_combine" => {
             if inputs.len() != 2 {
                 return err(
@@ -101,13 +155,15 @@ fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
     let mut f = match scoring.as_str() {
         "softmax" => &lit(5) * e,
         "sigmoid" => &lit(4) * e,
+        // sqrt(softplus(x)) (DeepSeek-V4 `scoring_func: sqrtsoftplus`).
+        "sqrtsoftplus" => &lit(5) * e,
         // Top-k on the logits first, then a softmax over the k kept (gpt-oss).
         "softmax_topk" => &lit(5) * k,
         other => {
             return Err(OpError {
                 code: code::SHAPE_AXIS,
                 message: format!(
-                    "router: scoring `{other}` is not softmax, sigmoid or softmax_topk"
+                    "router: scoring `{other}` is not softmax, sigmoid, sqrtsoftplus or softmax_topk"
                 ),
                 hint: Some(
                     "bind it from config through an attr, e.g. `router_scoring: \"config.scoring_func ?? 'softmax'\"`"
@@ -153,4 +209,100 @@ fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
         f = &f + k;
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_args::Bound;
+
+    fn args(kv: &[(&'static str, i128)]) -> Bound {
+        Bound(kv.iter().copied().collect())
+    }
+
+    #[test]
+    fn a_hash_router_stores_its_table_as_a_buffer_and_scores_every_expert() {
+        // DeepSeek-V4-Flash's first layers: 256 experts, top 6, a [129280, 6] token table.
+        let kv = [
+            ("in", 4096),
+            ("experts", 256),
+            ("top_k", 6),
+            ("vocab", 129280),
+            ("norm_topk_prob", 1),
+        ];
+        let o = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![]],
+            &args(&kv),
+        )
+        .unwrap();
+        assert_eq!(o.shape, vec![Axis::Dim(lit(6))]);
+        let leaves: Vec<(&str, LeafKind, Vec<i128>)> = o
+            .leaves
+            .iter()
+            .map(|l| (l.name, l.kind, l.shape.iter().map(|q| q.v).collect()))
+            .collect();
+        assert_eq!(
+            leaves,
+            [
+                ("weight", LeafKind::Matrix, vec![256, 4096]),
+                ("tid2eid", LeafKind::Buffer, vec![129280, 6]),
+            ]
+        );
+        // Logits, softmax scoring over every expert (the default), renormalised weights.
+        assert_eq!(o.flops_fixed.v, 2 * 4096 * 256 + 5 * 256 + 2 * 6);
+        // The token ids must be the second input.
+        let e = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![Axis::Dim(lit(4096))]],
+            &args(&kv),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "S001");
+        let mut big = kv;
+        big[2] = ("top_k", 300);
+        let e = apply(
+            "hash_router",
+            &[vec![Axis::Dim(lit(4096))], vec![]],
+            &args(&big),
+        );
+        assert_eq!(e.unwrap_err().code, "S002");
+    }
+
+    #[test]
+    fn an_unknown_scoring_function_is_an_error_not_a_default() {
+        struct Scoring(&'static str);
+        impl Args for Scoring {
+            fn int(&self, name: &str) -> Result<Q, OpError> {
+                Ok(lit(match name {
+                    "in" => 64,
+                    "experts" => 8,
+                    _ => 2,
+                }))
+            }
+            fn opt_int(&self, _: &str) -> Result<Option<Q>, OpError> {
+                Ok(None)
+            }
+            fn flag(&self, _: &str) -> Result<bool, OpError> {
+                Ok(false)
+            }
+            fn text(&self, name: &str) -> Result<Option<String>, OpError> {
+                Ok((name == "scoring").then(|| self.0.to_string()))
+            }
+            fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
+                Ok(None)
+            }
+        }
+        let x = vec![Axis::Dim(lit(64))];
+        let ok = apply("router", std::slice::from_ref(&x), &Scoring("sqrtsoftplus")).unwrap();
+        assert_eq!(ok.flops_fixed.v, 2 * 64 * 8 + 5 * 8);
+        let e = apply(
+            "router",
+            std::slice::from_ref(&x),
+            &Scoring("sqrt_softplus"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "S002");
+        assert!(e.message.contains("sqrt_softplus"), "{}", e.message);
+    }
 }

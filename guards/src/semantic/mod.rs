@@ -7,6 +7,7 @@
 //! `kinds`); M050–M099 are decode-time dataflow, cache/state dtypes and liveness (`dataflow`).
 
 pub mod bindings;
+mod compression;
 mod count_anchor;
 mod dataflow;
 mod deployment;
@@ -31,5 +32,6 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Ve
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth));
     out.extend(selection::check(a, truth, keys));
+    out.extend(compression::check(a, truth));
     out
 }

@@ -27,6 +27,9 @@ pub struct Skeleton<'s> {
     /// Every `(indent, line)` of the modeling sources' class bodies: the forward code whose
     /// calls say which functions run.
     pub lines: Vec<(usize, &'s str)>,
+    /// Load-time renames (transformers 5's conversion_mapping.py entry for the model type):
+    /// checkpoint module paths are looked up under the names the modules have.
+    pub renames: crate::conversion::Renames,
 }
 
 /// Bounds on what is read from one source set.
@@ -69,6 +72,10 @@ impl<'s> Skeleton<'s> {
     pub fn read(sources: &'s BTreeMap<String, String>) -> Skeleton<'s> {
         let mut sk = Skeleton::default();
         for (name, text) in sources {
+            if name == crate::conversion::CONVERSION_FILE {
+                sk.renames = crate::conversion::Renames::read(text);
+                continue;
+            }
             let lines: Vec<&str> = text.lines().take(MAX_LINES).collect();
             if name.starts_with("configuration_") {
                 sk.read_config_defaults(&lines);
@@ -162,6 +169,13 @@ impl<'s> Skeleton<'s> {
     /// walked from `root` (the architecture's class) through `self.<attr>` assignments; when the
     /// walk loses its way, every class's `self.<last> = …`.
     pub fn module_ctors(&self, root: &str, path: &str) -> Vec<&'s str> {
+        let renamed;
+        let path = if self.renames.is_empty() {
+            path
+        } else {
+            renamed = self.renames.module(path);
+            renamed.as_str()
+        };
         let segs: Vec<&str> = path
             .split('.')
             .filter(|s| !s.is_empty() && !s.starts_with('{') && s.parse::<u64>().is_err())
@@ -357,6 +371,28 @@ def apply_rotary_pos_emb(q, k, cos, sin):
         assert_eq!(sk.config_defaults["rope_interleave"], "True");
         assert_eq!(sk.config_defaults["head_dim"], "128");
         assert!(sk.class_text("FooRMSNorm").contains("1.0 + self.weight"));
+    }
+
+    #[test]
+    fn checkpoint_names_are_looked_up_under_the_load_time_renames() {
+        let mut m = BTreeMap::new();
+        m.insert("modeling_foo.py".to_string(), SRC.to_string());
+        // The checkpoint says `model.layers.N.attn.qn`; transformers loads it as self_attn.q_norm.
+        m.insert(
+            crate::conversion::CONVERSION_FILE.to_string(),
+            r#""foo": [
+                WeightRenaming(source_patterns=r"\.attn\.", target_patterns=r".self_attn."),
+                WeightRenaming(source_patterns=r"\.qn\.", target_patterns=r".q_norm."),
+            ]"#
+            .to_string(),
+        );
+        let sk = Skeleton::read(&m);
+        assert_eq!(
+            sk.module_ctors("FooForCausalLM", "model.layers.{i}.attn.qn"),
+            vec!["FooRMSNorm"]
+        );
+        // The renames are no module of the source.
+        assert!(!sk.classes.keys().any(|c| c.contains("WeightRenaming")));
     }
 
     #[test]

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use harch_engine::Analysis;
 use harch_engine::analysis::CacheRow;
 use harch_engine::ir::Growth;
-use harch_engine::q::Q;
 
 struct Term {
     group: String,
@@ -27,7 +26,8 @@ fn growth_of(quantity: &str) -> Option<Growth> {
 }
 
 fn term(a: &Analysis, c: &CacheRow, r#where: &mut Vec<(String, i128)>) -> Term {
-    let q = &(&c.elements * &Q::lit(c.dtype_bytes as i128)) * &c.count;
+    // Per token, or for a compressor's cache per token over its ratio (one entry per r tokens).
+    let q = a.cache_row_token_bytes(c);
     let mut note = |name: &str, v: Option<i128>| {
         if let Some(v) = v
             && !r#where.iter().any(|(n, _)| n == name)
