@@ -10,6 +10,7 @@ pub mod explain;
 pub mod explain_terms;
 pub mod fetch;
 pub mod friendly;
+pub mod inspect;
 pub mod logs;
 pub mod models;
 pub mod ops;
