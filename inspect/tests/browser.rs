@@ -279,20 +279,20 @@ async fn check_model(c: &Client, dir: &Path, id: &str, shots: Option<&Path>) {
     };
     assert_eq!(formula, json!(engine_formula), "{id}: formula of {target}");
     if let Some(dir) = shots {
-        // The README's opened MLA: the attention of the group.
-        let attention = format!("{gid}.attention");
-        js(
-            c,
-            &format!("document.querySelector(\".node[data-id='{attention}']\").focus(); return 1"),
-        )
-        .await;
-        c.active_element()
+        // The README's opened MLA: the attention of the largest layer group, opened by link.
+        let big = a.groups.iter().max_by_key(|g| g.layers.len()).unwrap();
+        let attention = format!("{}[{}].attention", big.stack, big.block);
+        let hash = format!("#graph={}", attention.replace('[', "%5B").replace(']', "%5D"));
+        open(c, &file, &hash).await;
+        let count = js(c, "return document.querySelectorAll('#graph .node').length").await;
+        assert!(count.as_u64().unwrap() > 3, "{attention} opens by link");
+        std::fs::write(dir.join("inspector-mla.png"), c.screenshot().await.unwrap()).unwrap();
+        c.find(Locator::Css("#graph .node:not(.kind-io)"))
             .await
             .unwrap()
-            .send_keys("\u{E007}")
+            .click()
             .await
             .unwrap();
-        std::fs::write(dir.join("inspector-mla.png"), c.screenshot().await.unwrap()).unwrap();
     }
     // Escape goes back up.
     c.active_element()
