@@ -8,6 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use harch_engine::Q;
+use harch_engine::q::Sym;
+
 /// The functions the engine's formulas call (`expr.rs` and `analysis.rs`).
 pub const FUNCTIONS: &[&str] = &[
     "min",
@@ -222,6 +225,14 @@ pub fn eval(text: &str, env: &BTreeMap<String, i128>) -> Result<i128, String> {
         return Err(format!("trailing input in `{text}`"));
     }
     Ok(v)
+}
+
+/// A quantity's formula text, or its value when the engine kept no formula.
+pub fn text_of(q: &Q) -> String {
+    match &q.f {
+        Some(s) if !matches!(**s, Sym::Lit(_)) => q.formula(),
+        _ => q.v.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use crate::layout;
-use crate::model::formula_of;
+use crate::formula::text_of as formula_of;
 
 pub const NODE_W: f64 = 210.0;
 pub const NODE_H: f64 = 60.0;

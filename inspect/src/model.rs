@@ -452,11 +452,3 @@ fn inner<'a>(name: &'a str, head: &str) -> Option<&'a str> {
         .strip_prefix('(')?
         .strip_suffix(')')
 }
-
-/// A quantity's formula text, or its value when the engine kept no formula.
-pub(crate) fn formula_of(q: &Q) -> String {
-    match &q.f {
-        Some(s) if !matches!(**s, Sym::Lit(_)) => q.formula(),
-        _ => q.v.to_string(),
-    }
-}
