@@ -310,8 +310,17 @@ impl Analysis {
 
     /// Bytes by stored dtype.
     pub fn weight_bytes_by_dtype(&self) -> IndexMap<String, i128> {
+        self.weight_bytes_by_dtype_where(|_| true)
+    }
+
+    /// Bytes by stored dtype of the weight rows of the node rows `keep` admits (a layer
+    /// group's, a component's).
+    pub fn weight_bytes_by_dtype_where(
+        &self,
+        keep: impl Fn(&NodeRow) -> bool,
+    ) -> IndexMap<String, i128> {
         let mut m: IndexMap<String, i128> = IndexMap::new();
-        for w in &self.weights {
+        for w in self.weights.iter().filter(|w| keep(&self.nodes[w.node])) {
             for s in &w.stored {
                 *m.entry(s.dtype.clone()).or_default() +=
                     Q::product(&s.shape).v * s.dtype_bytes as i128 * w.count.v;

@@ -170,3 +170,129 @@ pub fn attended_cap(n: &NodeRow) -> Option<&Q> {
         (w, k) => w.as_ref().or(k.as_ref()),
     }
 }
+
+/// `min(cap, ctx)` as one formula: a capped row's attended or held positions at every context,
+/// not only on the side of the cap the evaluated context falls.
+fn capped_positions(cap: &Q, ctx: &Q) -> Q {
+    Q::call("min", &[cap.clone(), ctx.clone()], cap.v.min(ctx.v))
+}
+
+impl Analysis {
+    /// Cache bytes of one sequence as a formula of the context that holds at every context
+    /// (`ctx` an atom): per_token rows grow with `ctx`, window rows with `min(window, ctx)`,
+    /// constant rows not at all. Its value is [`Analysis::cache_bytes_at`]'s; the Inspector's
+    /// context slider evaluates its text.
+    pub fn cache_bytes_of_ctx(&self, ctx: &Q, keep: impl Fn(&NodeRow) -> bool) -> Q {
+        let terms: Vec<Q> = self
+            .caches
+            .iter()
+            .filter(|c| {
+                let n = &self.nodes[c.node];
+                n.top_role.as_deref() != Some("mtp") && n.per_image.is_none() && keep(n)
+            })
+            .map(|c| {
+                let unit = self.cache_row_unit_bytes(c);
+                match (c.growth, &c.window) {
+                    (Growth::PerToken, _) | (Growth::Window, None) => &unit * ctx,
+                    (Growth::Window, Some(w)) => &unit * &capped_positions(w, ctx),
+                    (Growth::Constant, _) => unit,
+                }
+            })
+            .collect();
+        Q::sum(&terms)
+    }
+
+    /// FLOPs of one decode step as a formula of the context that holds at every context: a
+    /// windowed or selecting row attends `min(cap, ctx)` positions. Its value is
+    /// [`Analysis::decode_flops`]'s for the rows `keep` admits.
+    pub fn decode_flops_of_ctx(&self, ctx: &Q, keep: impl Fn(&NodeRow) -> bool) -> Q {
+        let terms: Vec<Q> = self
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.top_role.as_deref() != Some("mtp")
+                    && n.per_image.is_none()
+                    && n.phase != crate::analysis::Phase::Prefill
+                    && keep(n)
+            })
+            .map(|n| {
+                let l = match attended_cap(n) {
+                    Some(cap) => capped_positions(cap, ctx),
+                    None => ctx.clone(),
+                };
+                &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l))
+            })
+            .collect();
+        Q::sum(&terms)
+    }
+}
+
+#[cfg(test)]
+mod of_ctx_tests {
+    use super::*;
+    use crate::analysis::{DtypeOrigin, Phase};
+
+    fn row(window: Option<i128>) -> NodeRow {
+        NodeRow {
+            id: "a".into(),
+            op: "attention".into(),
+            role: "attention".into(),
+            top_role: None,
+            component: String::new(),
+            stack_group: None,
+            shape: vec![],
+            count: Q::lit(2),
+            active: Q::lit(2),
+            params: Q::zero(),
+            params_active: Q::zero(),
+            flops_fixed: Q::lit(10),
+            flops_per_ctx: Q::lit(3),
+            window: window.map(Q::lit),
+            selected: None,
+            phase: Phase::Both,
+            args: Default::default(),
+            inputs: vec![],
+            twin: None,
+            per_image: None,
+            loc: Default::default(),
+        }
+    }
+
+    #[test]
+    fn formulas_of_the_context_agree_with_the_figures_on_both_sides_of_a_window() {
+        let mut a = Analysis {
+            nodes: vec![row(None), row(Some(100))],
+            ..Default::default()
+        };
+        for (node, growth, window) in [
+            (0, Growth::PerToken, None),
+            (1, Growth::Window, Some(Q::lit(100))),
+            (1, Growth::Constant, None),
+        ] {
+            a.caches.push(CacheRow {
+                node,
+                kind: "kv".into(),
+                growth,
+                window,
+                elements: Q::lit(8),
+                read_cap: None,
+                dtype: "BF16".into(),
+                dtype_bytes: 2,
+                dtype_origin: DtypeOrigin::Fallback,
+                dtype_src: None,
+                count: Q::lit(3),
+                loc: Default::default(),
+            });
+        }
+        for ctx in [1, 99, 100, 101, 5000] {
+            let c = Q::atom("ctx", ctx, true);
+            assert_eq!(a.cache_bytes_of_ctx(&c, |_| true).v, a.cache_bytes_at(ctx));
+            assert_eq!(
+                a.decode_flops_of_ctx(&c, |_| true).v,
+                a.decode_flops(&Q::lit(ctx)).v
+            );
+        }
+        let f = a.cache_bytes_of_ctx(&Q::atom("ctx", 7, true), |_| true);
+        assert!(f.formula().contains("min(100, ctx)"), "{}", f.formula());
+    }
+}

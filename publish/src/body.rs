@@ -335,6 +335,11 @@ fn review(b: &mut String, p: &Prepared, compact: bool) {
 
 fn diagrams(b: &mut String, p: &Prepared, base: &BaseFacts, compact: bool) {
     let _ = writeln!(b, "### Model\n\n```mermaid\n{}```\n", p.model_diagram);
+    let _ = writeln!(
+        b,
+        "Inspector page: [`{0}`]({0}) on this branch — one self-contained HTML file (overview, architecture graph opened layer by layer, breakdown, cost lens); download it and open it in a browser.\n",
+        p.page_path
+    );
     if p.component_diagrams.is_empty() {
         return;
     }

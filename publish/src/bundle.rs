@@ -138,6 +138,19 @@ pub fn prepare(
     };
     let provenance_path = provenance::path_for(&model_id);
     bundle.insert(provenance_path.clone(), provenance.to_bytes());
+    // The model's Inspector page, committed with the bundle; the pull request names it.
+    let page_path = harch_inspect::page_path_for(&model_id);
+    check_path(&page_path)?;
+    let page = harch_inspect::collect_from(
+        &model_id,
+        &repo,
+        &candidate.model_key,
+        &truth,
+        &format!("{model_id} as fetched for job {}", job.id),
+    )
+    .and_then(|d| harch_inspect::page(&d, &Default::default()))
+    .map_err(|e| PublishError::permanent(format!("building the model's page: {e:#}")))?;
+    bundle.insert(page_path.clone(), page.into_bytes());
     Ok(Prepared {
         model_id,
         spec_name: ir.name.clone(),
@@ -146,6 +159,7 @@ pub fn prepare(
         drafts,
         files: bundle,
         provenance_path,
+        page_path,
         provenance,
         model_diagram: mermaid::model(&ir, &summary.groups),
         component_diagrams,

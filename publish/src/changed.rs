@@ -194,3 +194,33 @@ pub fn markdown(results: &[Recheck], changed: usize) -> String {
     }
     b
 }
+
+/// The Inspector page of each spec a change affects, against the truth its recheck reads,
+/// written into `dir` (the spec repository's CI uploads them with its report). A spec without
+/// truth gets no page; its recheck already says why.
+pub async fn write_pages(
+    files: &BTreeMap<String, String>,
+    specs: &[String],
+    opts: &TruthOptions,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let prov = recheck::provenance_by_spec(files);
+    let repo = harch_engine::Repo::from_files(files.clone());
+    let mut pages = Vec::new();
+    for spec in specs {
+        let p = prov.get(spec);
+        let Ok((truth, origin)) = recheck::truth_for(&repo, spec, p, opts).await else {
+            continue;
+        };
+        let title = p
+            .map(|p| p.model_id.clone())
+            .unwrap_or_else(|| spec.clone());
+        let data = harch_inspect::collect_from(&title, &repo, spec, &truth, &origin)?;
+        let html = harch_inspect::page(&data, &Default::default())?;
+        let path = dir.join(harch_inspect::site::page_file(&title));
+        std::fs::create_dir_all(dir)?;
+        harch_inspect::site::write_file(&path, &html)?;
+        pages.push(path);
+    }
+    Ok(pages)
+}

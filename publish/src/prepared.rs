@@ -20,6 +20,8 @@ pub struct Prepared {
     /// Every file of the bundle (spec, drafts, provenance) by repository path.
     pub files: BTreeMap<String, Vec<u8>>,
     pub provenance_path: String,
+    /// The model's Inspector page in the bundle (`specs/pages/<org>__<name>.html`).
+    pub page_path: String,
     pub provenance: Provenance,
     pub model_diagram: String,
     /// Draft component name → its diagram.

@@ -43,6 +43,9 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Models side by side: every show figure, and with --gpu every analyze figure.
     Compare(cmd::compare::Args),
+    /// Write a model's page: one self-contained HTML file with its overview, architecture
+    /// graph, breakdown and cost lens (`--library --out DIR`: every library model).
+    Inspect(cmd::inspect::Args),
     /// List the library's model specs, the architectures each serves and the bundled snapshots.
     Models(cmd::models::Args),
     /// Fetch a model's ground truth from the Hub into a truth directory (no weight bytes).
@@ -118,6 +121,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Inspect(a) => cmd::inspect::run(a),
         Command::Models(a) => cmd::models::run(a),
         Command::Fetch(a) => cmd::fetch::run(a),
         Command::Snapshot(a) => cmd::snapshot::run(a),

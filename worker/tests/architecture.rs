@@ -33,6 +33,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "harch-inspect",
+        &[
+            "harch-files",
+            "harch-engine",
+            "harch-guards",
+            "harch-truth",
+            "harch-library",
+        ],
+    ),
+    (
         "harch-hub",
         &["harch-files", "harch-net", "harch-guards", "harch-truth"],
     ),
@@ -47,6 +57,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "harch-sandbox",
             "harch-truth",
             "harch-library",
+            "harch-inspect",
             "harch-hub",
             "harch-jobs",
         ],
@@ -84,6 +95,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "harch-sandbox",
             "harch-truth",
             "harch-library",
+            "harch-inspect",
             "harch-hub",
             "harch-jobs",
             "harch-queue",

@@ -313,6 +313,15 @@ async fn the_first_publish_pushes_the_branch_and_opens_one_pull_request() {
     let prov: Value =
         serde_json::from_str(&file("specs/provenance/meta-llama__Llama-3.1-8B.json")).unwrap();
     assert_eq!(prov["model_id"], MODEL);
+    // The model's Inspector page is committed with the bundle and the body names it.
+    let page = file("specs/pages/meta-llama__Llama-3.1-8B.html");
+    assert!(page.starts_with("<!doctype html>") && page.contains("id=\"harch-data\""));
+    assert!(
+        w.gh.prs()[0]
+            .body
+            .contains("specs/pages/meta-llama__Llama-3.1-8B.html"),
+        "the body links the page"
+    );
     assert_eq!(prov["validate"]["valid"], true);
     assert_eq!(prov["validate"]["byte_diff"], 0);
     assert_eq!(prov["review"]["status"], "pass");
@@ -964,6 +973,7 @@ async fn new_draft_components_are_published_with_their_diagrams_and_junk_is_not(
         [
             "specs/components/drafts/swiglu_mlp_v2.yaml",
             "specs/models/llama.yaml",
+            "specs/pages/meta-llama__Llama-3.1-8B.html",
             "specs/provenance/meta-llama__Llama-3.1-8B.json"
         ]
     );

@@ -46,6 +46,13 @@ pub const EXAMPLES: &[(&str, &str)] = &[
   harch-worker compare Qwen/Qwen3-8B Qwen/Qwen3-30B-A3B --bytes --json",
     ),
     (
+        "inspect",
+        "  harch-worker inspect deepseek-ai/DeepSeek-V3 --out dsv3.html   # one self-contained page
+  harch-worker inspect Qwen/Qwen3-8B --compare meta-llama/Llama-3.1-8B --out pair.html
+  harch-worker inspect deepseek-ai/DeepSeek-V3 --gpu B200 --layout attn=dp8,moe=ep8 --out d.html
+  harch-worker inspect --library --out site/        # every library model and index.html",
+    ),
+    (
         "models",
         "  harch-worker models                          # specs, architectures, bundled snapshots
   harch-worker models --json",

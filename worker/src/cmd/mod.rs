@@ -11,6 +11,7 @@ pub mod explain;
 pub mod explain_terms;
 pub mod fetch;
 pub mod friendly;
+pub mod inspect;
 pub mod logs;
 pub mod models;
 pub mod ops;

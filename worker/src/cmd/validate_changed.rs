@@ -24,6 +24,9 @@ pub struct Args {
     /// Also write the Markdown report (the pull request comment) here.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Also write each affected spec's Inspector page (one HTML file per model) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub pages: Option<PathBuf>,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     pub json: bool,
@@ -44,7 +47,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let results = runtime.block_on(changed::check_all(&files, &specs, &opts));
-    let md = changed::markdown(&results, changed_paths.len());
+    let mut md = changed::markdown(&results, changed_paths.len());
+    if let Some(dir) = &args.pages {
+        let pages = runtime.block_on(changed::write_pages(&files, &specs, &opts, dir))?;
+        md.push_str(&format!(
+            "\nInspector pages: {} written to `{}`.\n",
+            pages.len(),
+            dir.display()
+        ));
+    }
     if let Some(path) = &args.markdown {
         std::fs::write(path, &md)?;
     }
