@@ -313,15 +313,24 @@ fn minimax_m3_counts_follow_its_headers() {
             .sum()
     };
     let vision = |n: &str| {
-        ["vision_tower.", "multi_modal_projector.", "patch_merge_mlp."]
-            .iter()
-            .any(|p| n.starts_with(p))
+        [
+            "vision_tower.",
+            "multi_modal_projector.",
+            "patch_merge_mlp.",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
     };
     let total = sum(&|_| true, false);
     let params_vision = sum(&vision, false);
     let bytes_vision = sum(&vision, true);
     let embed = sum(&|n| n.ends_with("embed_tokens.weight"), false);
-    let moe_layers: i128 = c["moe_layer_freq"].as_array().unwrap().iter().map(int).sum();
+    let moe_layers: i128 = c["moe_layer_freq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .sum();
     let one_expert = sum(
         &|n| n.starts_with("language_model.model.layers.3.block_sparse_moe.experts.0."),
         false,
@@ -337,7 +346,10 @@ fn minimax_m3_counts_follow_its_headers() {
         total - params_vision - embed - moe_layers * idle * one_expert
     );
     assert_eq!(s.params_mtp, 0, "the checkpoint holds no MTP layer");
-    assert_eq!(s.kv_bytes_per_token, minimax_m3_expected().kv_bytes_per_token);
+    assert_eq!(
+        s.kv_bytes_per_token,
+        minimax_m3_expected().kv_bytes_per_token
+    );
     let [e] = s.encoders.as_slice() else {
         panic!("one encoder: {:?}", s.encoders)
     };

@@ -247,7 +247,11 @@ fn sparse_layers_attend_the_selected_blocks_and_store_every_position() {
             (decode as f64 / want as f64 - 1.0).abs() <= 0.01,
             "{ctx}: {decode} vs {want}"
         );
-        assert_eq!(a.kv_bytes_read_at(&q).v, kv_read_from_source(&c, ctx), "{ctx}");
+        assert_eq!(
+            a.kv_bytes_read_at(&q).v,
+            kv_read_from_source(&c, ctx),
+            "{ctx}"
+        );
         // What is stored still grows with every token: 137,472 B each.
         assert_eq!(a.cache_bytes_at(ctx), 137_472 * ctx, "{ctx}");
     }
@@ -260,8 +264,7 @@ fn sparse_layers_attend_the_selected_blocks_and_store_every_position() {
     // Below k·block every position is selected: reads equal what is stored.
     assert_eq!(a.kv_bytes_read_at(&Q::lit(2000)).v, a.cache_bytes_at(2000));
     assert!(
-        (a.decode_flops(&Q::lit(2000)).v as f64 / decode_flops_from_source(&c, 2000) as f64
-            - 1.0)
+        (a.decode_flops(&Q::lit(2000)).v as f64 / decode_flops_from_source(&c, 2000) as f64 - 1.0)
             .abs()
             <= 0.01
     );
@@ -306,6 +309,10 @@ fn the_tower_as_an_extra_output_of_the_token_embedding_is_rejected() {
             .iter()
             .find(|e| e.code == "M030" && e.message.contains(module))
             .unwrap_or_else(|| panic!("{module}: {:#?}", r.errors));
-        assert!(e.message.contains("encoder of an image input"), "{}", e.message);
+        assert!(
+            e.message.contains("encoder of an image input"),
+            "{}",
+            e.message
+        );
     }
 }
