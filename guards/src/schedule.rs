@@ -37,8 +37,9 @@ impl Env for LayerEnv<'_> {
 }
 
 /// A config key with a non-null value.
+/// Whether config sets `key` (dotted for a nested key: `sparse_attention_config.sparse_block_size`).
 pub(crate) fn present(config: &serde_json::Value, key: &str) -> bool {
-    config.get(key).is_some_and(|v| !v.is_null())
+    harch_engine::load::config_at(config, key).is_some_and(|v| !v.is_null())
 }
 
 use crate::config_view::reads_key;
@@ -137,7 +138,9 @@ pub fn check(
             && !spelled_otherwise(ir, a, config, keys, key)
             && !ir.unused_config.contains_key(key)
         {
-            let value = config.get(key).map(|v| v.to_string()).unwrap_or_default();
+            let value = harch_engine::load::config_at(config, key)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
             let shown = if value.len() > 60 {
                 format!("{}…", &value[..60])
             } else {

@@ -325,8 +325,20 @@ async fn fetch_online(
     for (file, etag, file_len, json) in shard_files {
         push(header_rel(&file), &file, etag, file_len, json, true);
     }
-    let source_origin = if code.is_empty() {
-        match native_source(&config_json, &mut warnings) {
+    // Remote code without a modeling module (MiniMax-M3's auto_map names only its configuration
+    // class) runs the transformers model of its model_type: the forward source is the native one.
+    let remote_forward = code.keys().any(|f| {
+        Path::new(f)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("modeling_"))
+    });
+    let native = if remote_forward {
+        None
+    } else {
+        native_source(&config_json, &mut warnings)
+    };
+    let source_origin = if native.is_some() || code.is_empty() {
+        match native {
             Some(set) => {
                 for (name, text) in set.files {
                     let rel = Path::new(truth_dir::SOURCE_DIR).join(&name);

@@ -96,6 +96,48 @@ const LIBRARY: [Expected; 9] = [
     },
 ];
 
+const MINIMAX_M3: &str = "MiniMaxAI/MiniMax-M3";
+
+/// MiniMax-M3's figures, computed here from its bundled snapshot (the checkpoint's headers and
+/// config.json), apart from the spec: every stored tensor is a parameter; KV per token is K and
+/// V of every KV head on all 60 layers plus the indexer's one key on each sparse layer
+/// (`sparse_attention_freq`), in the dtype the checkpoint keeps k_proj in.
+fn minimax_m3_expected() -> Expected {
+    let t = snapshot::load_snapshot(MINIMAX_M3).expect("MiniMax-M3 snapshot");
+    let c = &t.config["text_config"];
+    let int = |v: &serde_json::Value| v.as_i64().expect("an integer") as i128;
+    let layers = int(&c["num_hidden_layers"]);
+    let sparse: i128 = c["sparse_attention_config"]["sparse_attention_freq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .sum();
+    let k_proj = t
+        .inventory
+        .find("language_model.model.layers.0.self_attn.k_proj.weight")
+        .unwrap();
+    let kv_row = int(&c["num_key_value_heads"]) * int(&c["head_dim"]);
+    assert_eq!(k_proj.shape[0] as i128, kv_row);
+    let dtype_bytes = k_proj.dtype.size_bytes() as i128;
+    let index_dim = int(&c["sparse_attention_config"]["sparse_index_dim"]);
+    Expected {
+        id: MINIMAX_M3,
+        params_total: t.inventory.iter().map(|x| x.numel() as i128).sum(),
+        kv_bytes_per_token: (layers * 2 * kv_row + sparse * index_dim) * dtype_bytes,
+        window: None,
+        state_bytes_per_sequence: 0,
+    }
+}
+
+/// Every library model's expected figures: the table above, and those computed from a snapshot.
+fn library() -> Vec<Expected> {
+    LIBRARY
+        .into_iter()
+        .chain(std::iter::once(minimax_m3_expected()))
+        .collect()
+}
+
 /// Loads the library spec serving `id` and evaluates it against the bundled snapshot.
 fn evaluate_library(id: &str, symbolic: bool) -> (Analysis, Truth) {
     let s = subject::resolve(id, None).unwrap_or_else(|e| panic!("{id}: {e:#}"));
@@ -115,14 +157,14 @@ fn evaluate_library(id: &str, symbolic: bool) -> (Analysis, Truth) {
 fn the_library_covers_every_bundled_snapshot() {
     let mut ids = snapshot::snapshot_ids();
     ids.sort();
-    let mut want: Vec<&str> = LIBRARY.iter().map(|e| e.id).collect();
+    let mut want: Vec<&str> = library().iter().map(|e| e.id).collect();
     want.sort();
     assert_eq!(ids, want);
 }
 
 #[test]
 fn weights_match_the_checkpoint_byte_for_byte() {
-    for e in &LIBRARY {
+    for e in &library() {
         let (a, truth) = evaluate_library(e.id, false);
         let tensor_bytes: u128 = truth.inventory.total_bytes();
         let total_size = truth
@@ -144,7 +186,7 @@ fn weights_match_the_checkpoint_byte_for_byte() {
 
 #[test]
 fn params_total_follows_the_documented_convention() {
-    for e in &LIBRARY {
+    for e in &library() {
         let (a, _) = evaluate_library(e.id, false);
         assert_eq!(a.params_total().v, e.params_total, "{}", e.id);
         assert_eq!(a.summary().params_total, e.params_total, "{}", e.id);
@@ -190,7 +232,7 @@ fn quant_scales_are_stored_but_not_parameters() {
 
 #[test]
 fn kv_cache_and_state_sizes_match_the_reference() {
-    for e in &LIBRARY {
+    for e in &library() {
         let (a, _) = evaluate_library(e.id, false);
         assert_eq!(a.kv_bytes_per_token().v, e.kv_bytes_per_token, "{}", e.id);
         assert_eq!(
@@ -254,13 +296,77 @@ fn qwen3_next_state_splits_into_recurrent_and_conv_state() {
     assert_eq!(by_kind("conv_state"), 1_769_472);
 }
 
+/// MiniMax-M3 against counts taken from its headers and config alone: the vision tower and its
+/// projector (everything under `vision_tower.`, `multi_modal_projector.`, `patch_merge_mlp.`)
+/// are the encoder; a token uses every text weight except the embedding table and, on each MoE
+/// layer (`moe_layer_freq`), the experts beyond its top k.
+#[test]
+fn minimax_m3_counts_follow_its_headers() {
+    let (a, t) = evaluate_library(MINIMAX_M3, false);
+    let c = &t.config["text_config"];
+    let int = |v: &serde_json::Value| v.as_i64().expect("an integer") as i128;
+    let sum = |f: &dyn Fn(&str) -> bool, bytes: bool| -> i128 {
+        t.inventory
+            .iter()
+            .filter(|x| f(x.name))
+            .map(|x| if bytes { x.nbytes() } else { x.numel() } as i128)
+            .sum()
+    };
+    let vision = |n: &str| {
+        [
+            "vision_tower.",
+            "multi_modal_projector.",
+            "patch_merge_mlp.",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
+    };
+    let total = sum(&|_| true, false);
+    let params_vision = sum(&vision, false);
+    let bytes_vision = sum(&vision, true);
+    let embed = sum(&|n| n.ends_with("embed_tokens.weight"), false);
+    let moe_layers: i128 = c["moe_layer_freq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .sum();
+    let one_expert = sum(
+        &|n| n.starts_with("language_model.model.layers.3.block_sparse_moe.experts.0."),
+        false,
+    );
+    let idle = int(&c["num_local_experts"]) - int(&c["num_experts_per_tok"]);
+    let s = a.summary();
+    assert_eq!(s.params_total, total);
+    assert_eq!(s.params_text, total - params_vision);
+    assert_eq!(s.weight_bytes, sum(&|_| true, true));
+    assert_eq!(s.weight_tensors, t.inventory.len() as i128);
+    assert_eq!(
+        s.params_active,
+        total - params_vision - embed - moe_layers * idle * one_expert
+    );
+    assert_eq!(s.params_mtp, 0, "the checkpoint holds no MTP layer");
+    assert_eq!(
+        s.kv_bytes_per_token,
+        minimax_m3_expected().kv_bytes_per_token
+    );
+    let [e] = s.encoders.as_slice() else {
+        panic!("one encoder: {:?}", s.encoders)
+    };
+    assert_eq!((e.params, e.weight_bytes), (params_vision, bytes_vision));
+    // The figures themselves, as this test computes them.
+    assert_eq!((total, params_vision), (427_040_140_160, 865_567_232));
+    assert_eq!(s.params_active, 24_733_280_640);
+    assert_eq!(s.kv_bytes_per_token, 137_472);
+}
+
 /// What the decode step reads from earlier positions, derived from the dataflow alone (never
 /// from the cache declarations), gives the reference cache sizes: the declared caches are held
 /// to this by the semantic guard.
 #[test]
 fn caches_derived_from_decode_reads_match_the_reference() {
     use harch_engine::ir::Growth;
-    for e in &LIBRARY {
+    for e in &library() {
         let (a, _) = evaluate_library(e.id, false);
         let main = |r: &&harch_engine::dataflow::DecodeRead| {
             a.nodes[r.reader].top_role.as_deref() != Some("mtp")

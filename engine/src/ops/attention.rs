@@ -52,8 +52,8 @@ pub(super) static OPS: &[OpSpec] = &[
         Contract,
         None,
         ["mask?", "window?", "chunk?"],
-        "Scores q.k for every attended position. Inputs [q, k] or [q, k, selection]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length; a third input from topk_select limits the attended positions to the selection's.",
-        "[h, d], [hk, d] (, [k] selection) -> [h, ctx]",
+        "Scores q.k for every attended position. Inputs [q, k] or [q, k, selection]; q heads must be a multiple of k heads (GQA). mask: causal (default) or bidirectional; window: sliding-window length; a third input from topk_select limits the attended positions to the selection's: [k] shared by every head, or [g, k] with one selection per group of h/g query heads (an indexer head per KV group).",
+        "[h, d], [hk, d] (, [k] or [g, k] selection) -> [h, ctx]",
         "none",
         "0",
         "2*h*d*L"
@@ -81,6 +81,40 @@ pub(super) static OPS: &[OpSpec] = &[
         "2*h*dv*L"
     ),
 ];
+
+/// A selection is [k] (every head attends the same positions) or [g, k]: one selection per
+/// group of `heads / g` consecutive query heads, as a per-KV-head indexer's is repeated onto the
+/// query heads of its group.
+fn selection_groups(sel: &Shape, heads: &Q) -> Result<(), OpError> {
+    let groups = match sel.as_slice() {
+        [_] => return Ok(()),
+        [Axis::Dim(g), Axis::Dim(_)] => g,
+        _ => {
+            return Err(OpError {
+                code: code::SHAPE_RANK,
+                message: format!(
+                    "attention_score: a selection is [k] or [groups, k], got {}",
+                    show_shape(sel)
+                ),
+                hint: Some("pass the topk_select node itself as the third input".into()),
+            });
+        }
+    };
+    if groups.v <= 0 || heads.v.checked_rem(groups.v) != Some(0) {
+        return Err(OpError {
+            code: code::SHAPE_HEADS,
+            message: format!(
+                "attention_score: {} selections cannot be shared out among {} query heads",
+                groups.v, heads.v
+            ),
+            hint: Some(
+                "one selection per KV group: the indexer's heads must divide the query heads"
+                    .into(),
+            ),
+        });
+    }
+    Ok(())
+}
 
 pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
     let x0 = || inputs.first().cloned().unwrap_or_default();
@@ -212,6 +246,9 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                         message: format!("attention_score: query head dim {} differs from key head dim {}", dq.v, dk.v),
                         hint: Some("q and k must have the same head dim (MLA: concat nope and rope parts on both)".into()),
                     });
+                }
+                if let Some(sel) = inputs.get(2) {
+                    selection_groups(sel, &hq)?;
                 }
                 let mut out = OpOut::shape(vec![Axis::Dim(hq.clone()), Axis::Ctx]);
                 out.flops_per_ctx = &(&lit(2) * &hq) * dq;

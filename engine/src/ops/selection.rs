@@ -22,8 +22,8 @@ pub(super) static OPS: &[OpSpec] = &[
         AxisSelect,
         Some(1),
         ["k", "block?"],
-        "The k highest-scoring positions (with `block`: the k highest-scoring blocks of `block` positions). Feed it to attention_score as a third input: that attention then attends min(k*block, context) positions per query; its caches still grow per token.",
-        "[..., ctx] -> [k]",
+        "The k highest-scoring positions (with `block`: the k highest-scoring blocks of `block` positions), one selection per leading row: scores [ctx] give one selection [k] shared by every head, scores [g, ctx] (an indexer head per KV group) give [g, k]. Feed it to attention_score as a third input: that attention then attends min(k*block, context) positions per query and head; its caches still grow per token.",
+        "[..., ctx] -> [..., k]",
         "none",
         "0",
         "0 (a selection compares, it does not multiply)"
@@ -93,7 +93,10 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                     format!("topk_select: k*block = {}*{} overflows", k.v, block.v),
                 );
             }
-            let mut out = OpOut::shape(vec![Axis::Dim(k)]);
+            // Each leading row (an indexer head) selects its own k: [g, ctx] -> [g, k].
+            let mut shape = s[..s.len() - 1].to_vec();
+            shape.push(Axis::Dim(k));
+            let mut out = OpOut::shape(shape);
             out.selection = Some(positions);
             Ok(out)
         }
@@ -135,6 +138,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b.selection.map(|q| q.v), Some(2048));
+    }
+
+    #[test]
+    fn a_per_kv_head_indexer_selects_per_head_and_caps_its_query_heads() {
+        // MiniMax-M3: 4 indexer heads (one per KV group) score [4, ctx]; each keeps its own
+        // top 16 blocks of 128 positions.
+        let t = apply(
+            "topk_select",
+            &[vec![Axis::Dim(lit(4)), Axis::Ctx]],
+            &args(&[("k", 16), ("block", 128)]),
+        )
+        .unwrap();
+        assert_eq!(t.shape, vec![Axis::Dim(lit(4)), Axis::Dim(lit(16))]);
+        assert_eq!(t.selection.map(|q| q.v), Some(2048));
+        let score = |sel: Shape| {
+            super::super::attention::apply(
+                "attention_score",
+                &[
+                    vec![Axis::Dim(lit(64)), Axis::Dim(lit(128))],
+                    vec![Axis::Dim(lit(4)), Axis::Dim(lit(128))],
+                    sel,
+                ],
+                &args(&[]),
+            )
+        };
+        // 64 query heads share out 4 selections, 16 heads each; FLOPs per attended position
+        // are those of a dense attention.
+        let s = score(t.shape.clone()).unwrap();
+        assert_eq!(s.flops_per_ctx.v, 2 * 64 * 128);
+        // 3 selections do not divide 64 heads; a selection of rank 3 is no selection.
+        let bad = vec![Axis::Dim(lit(3)), Axis::Dim(lit(16))];
+        assert_eq!(score(bad).unwrap_err().code, "S003");
+        let deep = vec![Axis::Dim(lit(2)), Axis::Dim(lit(2)), Axis::Dim(lit(16))];
+        assert_eq!(score(deep).unwrap_err().code, "S001");
     }
 
     #[test]

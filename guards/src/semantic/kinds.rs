@@ -274,7 +274,8 @@ fn norm_offsets(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
 fn act_family(name: &str) -> String {
     let n = name.trim().trim_matches(['"', '\'']).to_ascii_lowercase();
     match n.as_str() {
-        "silu" | "swish" | "swiglu" | "clamped_swiglu" => "silu".into(),
+        // `swigluoai` is the name serving stacks give gpt-oss's clamped SwiGLU.
+        "silu" | "swish" | "swiglu" | "clamped_swiglu" | "swigluoai" => "silu".into(),
         "relu" => "relu".into(),
         "relu2" | "relu_squared" | "relu2_squared" => "relu2".into(),
         s if s.starts_with("gelu") || s == "geglu" => "gelu".into(),

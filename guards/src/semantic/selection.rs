@@ -19,7 +19,9 @@ pub mod code {
 
 pub fn check(a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let stated = keys.stated("selected_positions", &truth.config);
+    // A composite checkpoint states its text model's selection under `text_config`.
+    let config = crate::config_view::text(&truth.config);
+    let stated = keys.stated("selected_positions", &config);
     let want: Option<i128> = stated.as_ref().and_then(|s| s.count());
     for (r, n) in a.nodes.iter().enumerate() {
         if n.op != "topk_select" {
@@ -58,8 +60,7 @@ pub fn check(a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> 
             ),
             _ => {}
         }
-        if let Some(limit) = truth
-            .config
+        if let Some(limit) = config
             .get("max_position_embeddings")
             .and_then(|v| v.as_i64())
             .map(i128::from)
