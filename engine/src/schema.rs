@@ -375,4 +375,10 @@ pub struct QuantSchemeDef {
     #[serde(default)]
     pub params_per_element: Option<i64>,
     pub stored: Vec<StoredDef>,
+    /// What a checkpoint's `quantization_config` states for weights stored this way
+    /// (`quant_method`, and for compressed-tensors `format`, `type`, `num_bits`, `strategy`,
+    /// `group_size`; for fp8 `weight_block_size`): the packing guard holds each tensor the
+    /// config quantizes to a scheme whose every key here equals the config's.
+    #[serde(default)]
+    pub implements: IndexMap<String, serde_json::Value>,
 }
