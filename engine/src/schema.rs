@@ -402,4 +402,10 @@ pub struct QuantSchemeDef {
     /// key matches any entry of a map). See `quant::covers`.
     #[serde(default)]
     pub quantization_config: Vec<serde_json::Value>,
+    /// What a checkpoint's `quantization_config` states for weights stored this way
+    /// (`quant_method`, and for compressed-tensors `format`, `type`, `num_bits`, `strategy`,
+    /// `group_size`; for fp8 `weight_block_size`): the packing guard holds each tensor the
+    /// config quantizes to a scheme whose every key here equals the config's.
+    #[serde(default)]
+    pub implements: IndexMap<String, serde_json::Value>,
 }

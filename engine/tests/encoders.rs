@@ -257,3 +257,63 @@ fn pack_quantized_int4_stores_eight_values_per_int32() {
         2 * (64 * 16 * 4 + 64 * 4 * 2 + 2 * 4)
     );
 }
+
+/// The stored tensors of `model.layers.{i}.mlp.down_proj.weight` (logical [64, 128]) in `scheme`.
+fn down_proj_in(scheme: &str) -> (Vec<(String, String, Vec<i128>)>, i128, i128) {
+    let quant = format!(
+        "quant_context:\n  default: bf16\n  overrides:\n    - {{ leaf: \"model.layers.*.mlp.*\", format: {scheme} }}\n"
+    );
+    let r = repo(&spec(&quant));
+    let ir = r.load_model("toy_vl").unwrap();
+    let a = evaluate(&ir, &config(), EvalOptions::default());
+    assert!(a.ok(), "{:?}", a.errors);
+    let w = a
+        .weights
+        .iter()
+        .find(|w| w.name == "model.layers.{i}.mlp.down_proj.weight")
+        .unwrap();
+    assert_eq!(w.format, scheme);
+    let shapes = w
+        .stored
+        .iter()
+        .map(|s| {
+            let name = s.name.trim_start_matches("model.layers.{i}.mlp.down_proj.");
+            (
+                name.to_string(),
+                s.dtype.clone(),
+                s.shape.iter().map(|q| q.v).collect(),
+            )
+        })
+        .collect();
+    (shapes, w.logical_numel().v, a.weight_row_bytes(w).v)
+}
+
+#[test]
+fn pack_quantized_int8_stores_four_values_per_int32() {
+    let (shapes, logical, bytes) = down_proj_in("ct_int8_group128");
+    assert_eq!(
+        shapes,
+        [
+            ("weight_packed".to_string(), "I32".to_string(), vec![64, 32]),
+            ("weight_scale".to_string(), "BF16".to_string(), vec![64, 1]),
+            ("weight_shape".to_string(), "I32".to_string(), vec![2]),
+        ]
+    );
+    assert_eq!(logical, 64 * 128);
+    // Two layers of the toy: packed words, one scale per 128 values, the shape.
+    assert_eq!(bytes, 2 * (64 * 32 * 4 + 64 * 2 + 2 * 4));
+}
+
+#[test]
+fn float_quantized_fp8_stores_one_byte_per_value_and_a_scale_per_channel() {
+    let (shapes, logical, bytes) = down_proj_in("ct_fp8_channel");
+    assert_eq!(
+        shapes,
+        [
+            ("weight".to_string(), "F8_E4M3".to_string(), vec![64, 128]),
+            ("weight_scale".to_string(), "BF16".to_string(), vec![64, 1]),
+        ]
+    );
+    assert_eq!(logical, 64 * 128);
+    assert_eq!(bytes, 2 * (64 * 128 + 64 * 2));
+}

@@ -13,6 +13,7 @@ pub mod config_spelling;
 pub mod config_view;
 pub mod conversion;
 pub mod pysrc;
+pub mod quant_config;
 pub mod report;
 pub mod schedule;
 pub mod semantic;
@@ -118,6 +119,9 @@ pub fn validate(
         }
         if guards.has("packing") {
             report.errors.extend(w.packing);
+            report
+                .errors
+                .extend(quant_config::check(&ir, &a, &text_config));
         }
         if guards.has("schedule") {
             report

@@ -23,7 +23,7 @@ struct Expected {
     state_bytes_per_sequence: i128,
 }
 
-const LIBRARY: [Expected; 9] = [
+const LIBRARY: [Expected; 10] = [
     Expected {
         id: "meta-llama/Llama-3.1-8B",
         params_total: 8_030_261_248,
@@ -93,6 +93,16 @@ const LIBRARY: [Expected; 9] = [
         window: None,
         // 30 DeltaNet layers: fp32 recurrent state 62,914,560 + bf16 conv state 1,474,560.
         state_bytes_per_sequence: 64_389_120,
+    },
+    Expected {
+        id: "moonshotai/Kimi-K2.6",
+        // Packed int4 experts counted as 8 weights per stored I32 (the same sum
+        // `kimi_k2_6_counts_follow_the_headers` takes from the snapshot's headers).
+        params_total: 1_026_879_376_368,
+        // 61 MLA layers × (512 latent + 64 rope key) × 2 bytes, as DeepSeek-V3.
+        kv_bytes_per_token: 70_272,
+        window: None,
+        state_bytes_per_sequence: 0,
     },
 ];
 
@@ -552,4 +562,107 @@ fn explain_formula_evaluates_to_the_number() {
     let (plain, _) = evaluate_library("deepseek-ai/DeepSeek-V3", false);
     assert_eq!(plain.summary().params_total, a.summary().params_total);
     assert_eq!(plain.kv_bytes_per_token().v, q.v);
+}
+
+/// Kimi-K2.6's counts taken from its checkpoint headers alone (the bundled snapshot): a
+/// compressed-tensors `weight_packed` I32 holds eight int4 weights, its `weight_scale` and
+/// `weight_shape` are metadata (stored, not parameters), every other tensor is a parameter per
+/// element. The spec's totals must equal these, and its vision tower's the `vision_tower.` and
+/// `mm_projector.` tensors'.
+#[test]
+fn kimi_k2_6_counts_follow_the_headers() {
+    let (a, truth) = evaluate_library("moonshotai/Kimi-K2.6", false);
+    let logical = |t: &harch_guards::truth::Tensor<'_>| -> i128 {
+        let n = t.numel() as i128;
+        if t.name.ends_with(".weight_packed") {
+            assert_eq!(t.dtype.as_str(), "I32", "{}", t.name);
+            8 * n
+        } else if t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_shape") {
+            0
+        } else {
+            n
+        }
+    };
+    let tower = |name: &str| name.starts_with("vision_tower.") || name.starts_with("mm_projector.");
+    let params: i128 = truth.inventory.iter().map(|t| logical(&t)).sum();
+    let bytes: i128 = truth.inventory.iter().map(|t| t.nbytes() as i128).sum();
+    let tower_params: i128 = truth
+        .inventory
+        .iter()
+        .filter(|t| tower(t.name))
+        .map(|t| logical(&t))
+        .sum();
+    let tower_bytes: i128 = truth
+        .inventory
+        .iter()
+        .filter(|t| tower(t.name))
+        .map(|t| t.nbytes() as i128)
+        .sum();
+    let packed = truth
+        .inventory
+        .iter()
+        .filter(|t| t.name.ends_with(".weight_packed"))
+        .count();
+    // 60 MoE layers × 384 experts × gate, up and down.
+    assert_eq!(packed, 60 * 384 * 3);
+    let sum = a.summary();
+    assert_eq!(sum.params_total, params);
+    assert_eq!(sum.weight_bytes, bytes);
+    assert_eq!(sum.weight_tensors, truth.inventory.len() as i128);
+    assert_eq!(sum.params_text, params - tower_params);
+    let [e] = sum.encoders.as_slice() else {
+        panic!("one encoder: {:?}", sum.encoders)
+    };
+    assert_eq!(e.input, "pixel_values");
+    assert_eq!((e.params, e.weight_bytes), (tower_params, tower_bytes));
+    assert_eq!((tower_params, tower_bytes), (471_143_920, 942_287_840));
+    // One int4 expert projection of 2048 x 7168: 917,504 I32 words, 229,376 BF16 scales (one
+    // per 32 weights) and the two-element I32 shape.
+    let (int4, scales, shapes): (i128, i128, i128) =
+        (2048 * 7168 / 8 * 4, 2048 * 7168 / 32 * 2, 2 * 4);
+    assert_eq!(
+        a.weight_bytes_by_dtype().get("I32").copied().unwrap_or(0),
+        60 * 384 * 3 * (int4 + shapes)
+    );
+    assert!(a.weight_bytes_by_dtype()["BF16"] > 60 * 384 * 3 * scales);
+}
+
+/// Kimi-K2.6's MoonViT FLOPs for one image, written out from the source's shapes:
+/// Kimi_K25VisionModel at the learned grid's size (64 x 64 patches of 14 px: 896 x 896),
+/// 27 blocks, then `mm_projector` over 2 x 2 merged patches. Conventions are the engine's
+/// (docs/conventions.md): a matmul is 2 x its MACs, a bias is free, LayerNorm 5 and GELU 8 per
+/// element, a residual add 1, rope 3 per rotated channel, softmax 5 per score, an interpolated
+/// position 2 per tap and the add.
+fn kimi_k2_6_vision_flops(height: i128, width: i128) -> i128 {
+    let (d, heads, ffn, depth, out) = (1152, 16, 4304, 27, 7168);
+    let pixels = 3 * 14 * 14;
+    let patches = (height / 14) * (width / 14);
+    let merged = patches / 4;
+    let per_patch = 2 * pixels * d   // patch_embed.proj (Conv2d, kernel = stride)
+        + (2 * 16 + 1) * d           // pos_emb: bicubic, 16 taps of the 64 x 64 grid, added
+        + 5 * d                      // final_layernorm
+        + 5 * d; // mm_projector.pre_norm, before the merge
+    let per_block_patch = 5 * d      // norm0
+        + 2 * d * 3 * d              // wqkv
+        + 2 * 3 * d                  // 2-D rope on q and k (the whole head dim)
+        + 2 * d * d                  // wo
+        + d                          // residual
+        + 5 * d                      // norm1
+        + 2 * d * ffn + 8 * ffn + 2 * ffn * d // mlp.fc0, GELU, mlp.fc1
+        + d; // residual
+    // Bidirectional: every patch attends to every patch of its image (q.k, softmax, p.v).
+    let per_block_pair = 2 * d + 5 * heads + 2 * d;
+    let per_merged = 2 * (4 * d) * (4 * d) + 8 * (4 * d) + 2 * (4 * d) * out;
+    patches * per_patch
+        + depth * (patches * per_block_patch + patches * patches * per_block_pair)
+        + merged * per_merged
+}
+
+#[test]
+fn kimi_k2_6_vision_flops_per_image_follow_the_source_shapes() {
+    let (a, _) = evaluate_library("moonshotai/Kimi-K2.6", false);
+    let [e] = a.encoder_summaries().try_into().unwrap();
+    assert_eq!((e.height, e.width), (896, 896));
+    assert_eq!((e.patches, e.tokens_per_image), (4_096, 1_024));
+    assert_eq!(e.flops_per_image, kimi_k2_6_vision_flops(896, 896));
 }

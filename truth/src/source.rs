@@ -98,21 +98,137 @@ pub struct BadReference {
     pub reference: String,
 }
 
-/// Finds the native modeling and configuration files for the config's `model_type`.
+/// Finds the native modeling and configuration files for the config's `model_type`, with those
+/// of the models its sub-configs build (see [`sub_model_types`]) from the same release.
 pub fn resolve_native(config: &serde_json::Value) -> Option<SourceSet> {
     let model_type = model_type_dir(config)?;
     for (root, origin) in source_roots() {
         if let Some(mut files) = read_model_dir(&root.join("models").join(&model_type)) {
             add_conversion_renames(&root, &model_type, &mut files);
-            return Some(SourceSet { files, origin });
+            return Some(SourceSet {
+                files: with_sub_models(&root, config, files),
+                origin,
+            });
         }
     }
     let (root, version) = python_transformers()?;
     let files = read_model_dir(&root.join("models").join(&model_type))?;
     Some(SourceSet {
-        files,
+        files: with_sub_models(&root, config, files),
         origin: format!("transformers {version} (local Python)"),
     })
+}
+
+/// `files` plus the modeling files of every sub-model type found in `root`; a file the parent
+/// already has is kept as it is.
+fn with_sub_models(
+    root: &Path,
+    config: &serde_json::Value,
+    mut files: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    for sub in sub_model_types(config, &files, |t| root.join("models").join(t).is_dir()) {
+        for (name, text) in read_model_dir(&root.join("models").join(&sub)).unwrap_or_default() {
+            files.entry(name).or_insert(text);
+        }
+    }
+    files
+}
+
+/// The model types a composite config's sub-configs (`text_config`, `vision_config`, …) build
+/// (`AutoModel.from_config(config.text_config)`), other than the config's own, each as a
+/// package directory name. A sub-config's `model_type` is taken as written when `exists` says
+/// the release has it; otherwise the parent's configuration code decides, as transformers does
+/// at load: a statement that rewrites that model type (`== "kimi_k2"` … `["model_type"] =
+/// "deepseek_v3"`), else the sub-config's declared default (`"text_config":
+/// SubConfigSpec(..., model_type="deepseek_v3")`).
+pub fn sub_model_types(
+    config: &serde_json::Value,
+    parent_files: &BTreeMap<String, String>,
+    exists: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let own = model_type_dir(config);
+    let configuration: Vec<&str> = parent_files
+        .iter()
+        .filter(|(name, _)| name.starts_with("configuration_"))
+        .map(|(_, text)| text.as_str())
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    let Some(map) = config.as_object() else {
+        return out;
+    };
+    for (key, sub) in map {
+        let Some(written) = sub.is_object().then(|| model_type_dir(sub)).flatten() else {
+            continue;
+        };
+        let chosen = if exists(&written) {
+            Some(written.clone())
+        } else {
+            configuration.iter().find_map(|text| {
+                rewritten_model_type(text, &written).or_else(|| declared_sub_type(text, key))
+            })
+        };
+        if let Some(t) =
+            chosen.and_then(|t| model_type_dir(&serde_json::json!({ "model_type": t })))
+            && Some(&t) != own.as_ref()
+            && exists(&t)
+            && !out.contains(&t)
+        {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// The model type a configuration's load-time rewrite gives `from`: a line comparing with
+/// `"from"` and, within the next few lines, an assignment `["model_type"] = "to"`.
+fn rewritten_model_type(text: &str, from: &str) -> Option<String> {
+    let quoted = [format!("== \"{from}\""), format!("== '{from}'")];
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if !quoted.iter().any(|q| line.contains(q.as_str())) {
+            continue;
+        }
+        for next in lines.iter().skip(i).take(4) {
+            for key in ["[\"model_type\"]", "['model_type']"] {
+                if let Some(rest) = next.split_once(key).map(|(_, r)| r.trim_start())
+                    && let Some(value) = rest.strip_prefix('=').map(str::trim_start)
+                {
+                    return first_string_literal(value);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The default model type a configuration declares for sub-config `key`:
+/// `"key": SubConfigSpec(config_class=AutoConfig, model_type="deepseek_v3")`.
+fn declared_sub_type(text: &str, key: &str) -> Option<String> {
+    for quoted in [format!("\"{key}\""), format!("'{key}'")] {
+        for (at, _) in text.match_indices(quoted.as_str()) {
+            let rest = text[at + quoted.len()..].trim_start();
+            let Some(rest) = rest.strip_prefix(':').map(str::trim_start) else {
+                continue;
+            };
+            let Some(args) = rest.strip_prefix("SubConfigSpec(") else {
+                continue;
+            };
+            let args = &args[..args.find(')').unwrap_or(args.len())];
+            if let Some((_, value)) = args.split_once("model_type") {
+                let value = value.trim_start().strip_prefix('=')?.trim_start();
+                return first_string_literal(value);
+            }
+        }
+    }
+    None
+}
+
+/// The text of a string literal at the start of `s` (`"x"` or `'x'`).
+fn first_string_literal(s: &str) -> Option<String> {
+    let quote = s.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let body = &s[1..];
+    let end = body.find(quote)?;
+    Some(body[..end].to_string())
 }
 
 /// Where transformers trees are looked for, in order, with the origin each reports. The
@@ -282,6 +398,54 @@ mod tests {
             model_type_dir(&serde_json::json!({"model_type": "../etc"})),
             None
         );
+    }
+
+    /// Kimi-K2.5/K2.6's configuration (transformers 5.23.0), reduced to the lines that decide.
+    const KIMI_CONFIGURATION: &str = r#"
+class Kimi_K25Config(PreTrainedConfig):
+    model_type = "kimi_k25"
+    sub_configs_defaults = {
+        "text_config": SubConfigSpec(config_class=AutoConfig, model_type="deepseek_v3"),
+        "vision_config": Kimi_K25VisionConfig,
+    }
+
+    def __post_init__(self, **kwargs):
+        if isinstance(self.text_config, dict) and self.text_config.get("model_type", "deepseek_v3") == "kimi_k2":
+            self.text_config["model_type"] = "deepseek_v3"
+"#;
+
+    #[test]
+    fn a_sub_config_builds_the_model_type_the_configuration_code_gives_it() {
+        let config = serde_json::json!({
+            "model_type": "kimi_k25",
+            "text_config": {"model_type": "kimi_k2"},
+            "vision_config": {"hidden_size": 1152},
+        });
+        let files = BTreeMap::from([(
+            "configuration_kimi_k25.py".to_string(),
+            KIMI_CONFIGURATION.to_string(),
+        )]);
+        let present = ["kimi_k25", "deepseek_v3", "deepseek_v2", "qwen2"];
+        let exists = |t: &str| present.contains(&t);
+        assert_eq!(sub_model_types(&config, &files, exists), ["deepseek_v3"]);
+        // The declared default decides when no statement rewrites the written type.
+        let only_default = KIMI_CONFIGURATION.replace("== \"kimi_k2\"", "== \"other\"");
+        let files2 = BTreeMap::from([("configuration_kimi_k25.py".to_string(), only_default)]);
+        assert_eq!(sub_model_types(&config, &files2, exists), ["deepseek_v3"]);
+        // A written type the release has is taken as written; the config's own is no sub-model.
+        let direct = serde_json::json!({
+            "model_type": "kimi_k25",
+            "text_config": {"model_type": "qwen2"},
+            "vision_config": {"model_type": "kimi_k25"},
+        });
+        assert_eq!(sub_model_types(&direct, &files, exists), ["qwen2"]);
+        // Nothing to follow: no configuration code, or a type that would be a path.
+        assert!(sub_model_types(&config, &BTreeMap::new(), exists).is_empty());
+        let hostile =
+            KIMI_CONFIGURATION.replace("model_type=\"deepseek_v3\"", "model_type=\"../x\"");
+        let hostile = hostile.replace("] = \"deepseek_v3\"", "] = \"../x\"");
+        let files3 = BTreeMap::from([("configuration_kimi_k25.py".to_string(), hostile)]);
+        assert!(sub_model_types(&config, &files3, |t| t != "kimi_k2").is_empty());
     }
 
     #[test]

@@ -31,12 +31,12 @@ pub(super) static OPS: &[OpSpec] = &[
         "position_embedding",
         Preserve,
         Some(1),
-        ["dim", "rows", "cols?"],
-        "Add a learned grid of position embeddings, interpolated (bilinear: four taps) to the image's patch grid, to x.",
+        ["dim", "rows", "cols?", "taps?"],
+        "Add a learned grid of position embeddings, interpolated to the image's patch grid, to x: `taps` weighted grid points per position (4 bilinear, the default; 16 bicubic).",
         "[dim] -> [dim]",
         "weight [rows, dim], or [rows, cols, dim] with cols (table)",
         "rows*dim (rows*cols*dim)",
-        "9*dim per position (four weighted taps and the add)"
+        "(2*taps+1)*dim per position (the weighted taps and the add; 9*dim bilinear)"
     ),
     op!(
         "spatial_merge",
@@ -99,11 +99,22 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             let mut table = vec![a.int("rows")?];
             table.extend(a.opt_int("cols")?);
             table.push(dim.clone());
-            Ok(OpOut::shape(inputs[0].clone()).flops(&lit(9) * &dim).leaf(
-                "weight",
-                LeafKind::Table,
-                table,
-            ))
+            let per_channel = match a.opt_int("taps")? {
+                None => lit(9),
+                Some(taps) if taps.v > 0 => &(&lit(2) * &taps) + &lit(1),
+                Some(taps) => {
+                    return err(
+                        code::SHAPE_AXIS,
+                        format!(
+                            "position_embedding: taps {} is not a positive count of grid points",
+                            taps.v
+                        ),
+                    );
+                }
+            };
+            Ok(OpOut::shape(inputs[0].clone())
+                .flops(&per_channel * &dim)
+                .leaf("weight", LeafKind::Table, table))
         }
         "spatial_merge" => {
             let m = a.int("merge")?;

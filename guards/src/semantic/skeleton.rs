@@ -135,19 +135,28 @@ impl<'s> Skeleton<'s> {
                 continue;
             }
             let rest = t[key.len()..].trim_start();
-            let rest = match rest.strip_prefix(':') {
+            let (rest, annotated) = match rest.strip_prefix(':') {
                 // `key: Optional[bool] = True,`
                 Some(r) => match r.find('=') {
-                    Some(eq) => &r[eq..],
+                    Some(eq) => (&r[eq..], true),
                     None => continue,
                 },
-                None => rest,
+                None => (rest, false),
             };
             if let Some(v) = rest.strip_prefix('=')
                 && !v.starts_with('=')
-                && let Some(v) = v.trim().strip_suffix(',')
             {
-                self.config_defaults.entry(key).or_insert(v.trim());
+                let v = v.trim();
+                // An `__init__` argument ends in a comma; a dataclass field of a transformers-5
+                // configuration (`rope_interleave: bool | None = True`) does not.
+                let value = match v.strip_suffix(',') {
+                    Some(arg) => Some(arg),
+                    None if annotated && indent(l) > 0 => Some(v),
+                    None => None,
+                };
+                if let Some(value) = value {
+                    self.config_defaults.entry(key).or_insert(value.trim());
+                }
             }
         }
     }
@@ -352,7 +361,14 @@ def apply_rotary_pos_emb(q, k, cos, sin):
             "configuration_foo.py".to_string(),
             "class FooConfig:\n    def __init__(\n        self,\n        rope_interleave=True,\n        head_dim: Optional[int] = 128,\n    ):\n".to_string(),
         );
+        m.insert(
+            "configuration_bar.py".to_string(),
+            "class BarConfig(PreTrainedConfig):\n    model_type = \"bar\"\n    qk_norm: bool | None = False\n".to_string(),
+        );
         let sk = Skeleton::read(&m);
+        // Transformers-5 configurations declare defaults as dataclass fields.
+        assert_eq!(sk.config_defaults["qk_norm"], "False");
+        assert!(!sk.config_defaults.contains_key("model_type"));
         assert_eq!(
             sk.module_ctors("FooForCausalLM", "model.layers.{i}.self_attn.q_norm"),
             vec!["FooRMSNorm"]
