@@ -199,6 +199,7 @@ mod tests {
                 params_per_element: None,
                 stored: vec![],
                 quantization_config: patterns,
+                implements: Default::default(),
             },
         )
     }

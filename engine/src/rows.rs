@@ -193,7 +193,9 @@ impl Analysis {
             .map(|c| {
                 let unit = self.cache_row_unit_bytes(c);
                 match (c.growth, &c.window) {
-                    (Growth::PerToken, _) | (Growth::Window, None) => &unit * ctx,
+                    // A compressor's output holds one entry per `ratio` tokens: `entries(ctx, r)`.
+                    (Growth::PerToken, _) => &unit * &self.cache_row_entries_at(c, ctx),
+                    (Growth::Window, None) => &unit * ctx,
                     (Growth::Window, Some(w)) => &unit * &capped_positions(w, ctx),
                     (Growth::Constant, _) => unit,
                 }
@@ -216,9 +218,16 @@ impl Analysis {
                     && keep(n)
             })
             .map(|n| {
+                // Attending compressed entries spans `entries(ctx, stride)` of them.
+                let spanned = match &n.stride {
+                    Some(r) if r.v > 0 => {
+                        Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
+                    }
+                    _ => ctx.clone(),
+                };
                 let l = match attended_cap(n) {
-                    Some(cap) => capped_positions(cap, ctx),
-                    None => ctx.clone(),
+                    Some(cap) => capped_positions(cap, &spanned),
+                    None => spanned,
                 };
                 &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l))
             })
@@ -249,6 +258,8 @@ mod of_ctx_tests {
             flops_per_ctx: Q::lit(3),
             window: window.map(Q::lit),
             selected: None,
+            compressed: None,
+            stride: None,
             phase: Phase::Both,
             args: Default::default(),
             inputs: vec![],
@@ -274,6 +285,7 @@ mod of_ctx_tests {
                 kind: "kv".into(),
                 growth,
                 window,
+                ratio: None,
                 elements: Q::lit(8),
                 read_cap: None,
                 dtype: "BF16".into(),
