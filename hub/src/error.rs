@@ -43,23 +43,24 @@ pub enum FetchError {
         name: String,
         why: String,
     },
-    #[error("HTTP {status} from {url} (after {attempts} attempts)")]
+    /// `attempts`: requests sent for this one URL (a stage attempt may send many).
+    #[error("HTTP {status} from {url} ({})", requests(*attempts))]
     Http {
         url: String,
         status: u16,
         attempts: u32,
     },
-    #[error("{url}: {message} (after {attempts} attempts)")]
+    #[error("{url}: {message} ({})", requests(*attempts))]
     Network {
         url: String,
         message: String,
         attempts: u32,
     },
     #[error(
-        "cannot reach the Hub at {endpoint}: GET {url}: {reason} (after {attempts} {}). \
+        "cannot reach the Hub at {endpoint}: GET {url}: {reason} ({}). \
          To work without it: `--offline` or HF_HUB_OFFLINE=1 serve the bundled snapshots \
          (`harch-worker models` lists them); HF_ENDPOINT selects a mirror",
-        if *attempts == 1 { "attempt" } else { "attempts" }
+        requests(*attempts)
     )]
     Unreachable {
         endpoint: String,
@@ -80,6 +81,14 @@ pub enum FetchError {
     NoSnapshot { model_id: String, available: String },
     #[error("{}: {message}", path.display())]
     Io { path: PathBuf, message: String },
+}
+
+/// `1 request`, `3 requests`.
+fn requests(n: u32) -> String {
+    match n {
+        1 => "1 request".into(),
+        n => format!("{n} requests"),
+    }
 }
 
 fn gated_message(repo: &str, status: u16, with_token: bool) -> String {

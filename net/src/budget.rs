@@ -40,8 +40,11 @@ impl Default for Budget {
     }
 }
 
+/// Picks one field of a [`Budget`].
+pub type Field = fn(&mut Budget) -> &mut u32;
+
 /// The variables that override a [`Budget`], with the field each sets.
-pub const ENV: [(&str, fn(&mut Budget) -> &mut u32); 8] = [
+pub const ENV: [(&str, Field); 8] = [
     ("HARCH_RETRIES_REFUSED", |b| &mut b.refused),
     ("HARCH_RETRIES_DNS", |b| &mut b.dns),
     ("HARCH_RETRIES_TLS", |b| &mut b.tls),

@@ -20,15 +20,7 @@ fn root() -> PathBuf {
 
 /// `128321` → `128,321`.
 fn grouped(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    harch_worker::text::group_digits(n as i128)
 }
 
 /// (bytes, estimated tokens) of the generate prompt `prompt` prints for `model`.
@@ -216,8 +208,7 @@ fn the_readme_build_times_are_the_measured_ones() {
         // The newest measurement: the last table row of that command, its "after" column.
         let row = bench
             .lines()
-            .filter(|l| l.starts_with(&format!("| {command}")))
-            .last()
+            .rfind(|l| l.starts_with(&format!("| {command}")))
             .unwrap_or_else(|| panic!("docs/benchmarks.md has no row for {command}"));
         let after = row.split('|').nth(3).unwrap().trim();
         let time = after.split(" (").next().unwrap();

@@ -149,7 +149,7 @@ async fn exit_codes_tell_permanent_from_transient() {
     for part in [
         "cannot reach the Hub at http://127.0.0.1:9",
         "connection refused",
-        "after 2 attempts",
+        "(2 requests)",
         "--offline",
         "HF_HUB_OFFLINE=1",
         "bundled snapshots",

@@ -359,7 +359,7 @@ async fn connection_refused_is_transient() {
     let text = err.to_string();
     assert!(
         text.contains("connection refused: nothing listens at 127.0.0.1:9")
-            && text.contains("after 3 attempts")
+            && text.contains("(3 requests)")
             && text.contains("HF_HUB_OFFLINE=1"),
         "{text}"
     );

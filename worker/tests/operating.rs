@@ -369,3 +369,56 @@ fn the_queue_is_one_per_user_wherever_a_command_runs() {
         "{table}"
     );
 }
+
+/// The queue commands and `fetch` document every flag their `--help` lists, in their section of
+/// docs/cli.md or, for the flags every queue command takes, in its common-flags section.
+#[test]
+fn the_queue_commands_document_every_flag() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/cli.md")).unwrap();
+    let common = doc
+        .split_once("## The queue commands' common flags")
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap())
+        .expect("docs/cli.md has a common-flags section");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut missing = Vec::new();
+    for c in [
+        "fetch",
+        "enqueue",
+        "run",
+        "status",
+        "cancel",
+        "retry",
+        "logs",
+        "bench-queue",
+    ] {
+        let section = doc
+            .split_once(&format!("### `{c}`\n"))
+            .map(|(_, rest)| rest.split("\n### ").next().unwrap())
+            .unwrap_or_else(|| panic!("docs/cli.md has no section for {c}"));
+        let (_, help, _) = run(tmp.path(), &[c, "--help"]);
+        for line in help.lines() {
+            let t = line.trim_start();
+            let t = t
+                .strip_prefix("-")
+                .filter(|r| r.chars().nth(1) == Some(','))
+                .map_or(t, |r| r[2..].trim_start());
+            let Some(flag) = t.strip_prefix("--") else {
+                continue;
+            };
+            let flag: String = flag
+                .chars()
+                .take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '-')
+                .collect();
+            let flag = format!("--{flag}");
+            if ["--help", "--version", "--verbose", "--log-json", "--json"].contains(&flag.as_str())
+            {
+                continue;
+            }
+            if !section.contains(&format!("`{flag}")) && !common.contains(&format!("`{flag}")) {
+                missing.push(format!("{c} {flag}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/cli.md does not name: {missing:?}");
+}
