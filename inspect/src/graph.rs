@@ -10,8 +10,8 @@ use harch_engine::ops::Axis;
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::layout;
 use crate::formula::text_of as formula_of;
+use crate::layout;
 
 pub const NODE_W: f64 = 210.0;
 pub const NODE_H: f64 = 60.0;

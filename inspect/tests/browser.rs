@@ -282,7 +282,10 @@ async fn check_model(c: &Client, dir: &Path, id: &str, shots: Option<&Path>) {
         // The README's opened MLA: the attention of the largest layer group, opened by link.
         let big = a.groups.iter().max_by_key(|g| g.layers.len()).unwrap();
         let attention = format!("{}[{}].attention", big.stack, big.block);
-        let hash = format!("#graph={}", attention.replace('[', "%5B").replace(']', "%5D"));
+        let hash = format!(
+            "#graph={}",
+            attention.replace('[', "%5B").replace(']', "%5D")
+        );
         open(c, &file, &hash).await;
         let count = js(c, "return document.querySelectorAll('#graph .node').length").await;
         assert!(count.as_u64().unwrap() > 3, "{attention} opens by link");

@@ -112,3 +112,40 @@ fn bad_input_is_a_usage_error_that_writes_nothing() {
     assert_ne!(code, 0, "{err}");
     assert!(!out.exists());
 }
+
+/// The data document a page embeds.
+fn embedded(html: &str) -> serde_json::Value {
+    let start = html.find("id=\"harch-data\">").unwrap() + "id=\"harch-data\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    json(&html[start..end])
+}
+
+#[test]
+fn the_deployment_panel_carries_what_analyze_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("d.html");
+    let deployment = ["--gpu", "B200", "--layout", "attn=dp8,moe=ep8"];
+    let mut args = vec![
+        "inspect",
+        "deepseek-ai/DeepSeek-V3",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(deployment);
+    let (code, _, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let data = embedded(&std::fs::read_to_string(&out).unwrap());
+    let mut args = vec!["analyze", "deepseek-ai/DeepSeek-V3", "--json"];
+    args.extend(deployment);
+    let (_, analyze, err) = run(&args);
+    let analyze = json(&analyze);
+    for k in [
+        "verdict",
+        "weights_bytes_per_gpu",
+        "kv_bytes_per_request",
+        "max_decode_requests",
+    ] {
+        assert!(!analyze[k].is_null(), "analyze answers {k}: {err}");
+        assert_eq!(data["deployment"][k], analyze[k], "{k}");
+    }
+}

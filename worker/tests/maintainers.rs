@@ -217,10 +217,24 @@ fn validate_changed_checks_the_specs_a_change_affects() {
         "--offline",
         "--markdown",
         md.to_str().unwrap(),
+        "--pages",
+        r.root().join("pages").to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let comment = std::fs::read_to_string(&md).unwrap();
     assert!(comment.contains("0 of 1 affected specs valid"), "{comment}");
+    // The affected spec's Inspector page: written, with its errors instead of figures.
+    let pages: Vec<_> = std::fs::read_dir(r.root().join("pages"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(pages.len(), 1, "{pages:?}");
+    let page = std::fs::read_to_string(&pages[0]).unwrap();
+    assert!(
+        page.contains("\"valid\":false"),
+        "the page records the failed validation"
+    );
+    assert!(comment.contains("Inspector pages: 1 written"), "{comment}");
     assert!(
         comment.contains("| `specs/models/llama.yaml` |"),
         "{comment}"

@@ -51,7 +51,8 @@ fn deployment(args: &DeploymentArgs, s: &Subject) -> anyhow::Result<Option<serde
     }
     let table = hardware_table()?;
     let req = args.request(&table)?;
-    let (ir, a) = subject::evaluated(s, EvalOptions::default()).map_err(crate::cli::failed)?;
+    let (ir, a) =
+        subject::evaluated(s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
     let model = Model::new(&ir, &a, &s.truth.config)?;
     let (_, r) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some(serde_json::to_value(&r)?))
