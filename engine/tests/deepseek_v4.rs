@@ -72,7 +72,7 @@ fn caches_follow_their_own_laws() {
     let hca = 127 * 2 * 512;
     assert_eq!(a.state_bytes_per_sequence().v, 2 * (21 * csa + 20 * hca));
     assert_eq!(
-        a.cache_bytes_at(32_768) as i128,
+        a.cache_bytes_at(32_768),
         kv_at(32_768) + a.state_bytes_per_sequence().v
     );
 }

@@ -99,3 +99,26 @@ fn a_compression_ratio_other_than_the_configs_is_m011() {
         m.1
     );
 }
+
+#[test]
+fn hc_mult_written_as_a_literal_is_c001() {
+    // The residual's stream count hard-coded: the numbers are right for this checkpoint and
+    // wrong for the next, and config's `hc_mult` is read by nothing.
+    let from = "  hc_mult: config.hc_mult\n";
+    assert!(SPEC.contains(from));
+    let wrong = codes(&SPEC.replacen(from, "  hc_mult: 4\n", 1));
+    assert!(
+        wrong
+            .iter()
+            .any(|(c, m)| c == "C001" && m.contains("`hc_mult`")),
+        "{wrong:#?}"
+    );
+    // Bound through an equivalent expression, it is read.
+    let same = codes(&SPEC.replacen(from, "  hc_mult: \"config.hc_mult * 1\"\n", 1));
+    assert!(
+        !same
+            .iter()
+            .any(|(c, m)| c == "C001" && m.contains("`hc_mult`")),
+        "{same:#?}"
+    );
+}
