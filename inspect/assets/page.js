@@ -31,7 +31,7 @@ function human(v, unit) {
 }
 
 // ---------- the engine's formula text, evaluated exactly (BigInt) ----------
-const FUNCTIONS = ['min', 'max', 'ceil_div', 'floor_div', 'isqrt', 'causal_positions', 'windowed_positions'];
+const FUNCTIONS = ['min', 'max', 'ceil_div', 'floor_div', 'isqrt', 'causal_positions', 'windowed_positions', 'entries', 'per_ratio'];
 function tokens(text) {
   const out = [];
   let i = 0;
@@ -70,7 +70,7 @@ function evalFormula(text, env) {
     switch (f) {
       case 'min': return a[0] < a[1] ? a[0] : a[1];
       case 'max': return a[0] > a[1] ? a[0] : a[1];
-      case 'floor_div': case 'ceil_div': {
+      case 'floor_div': case 'ceil_div': case 'entries': case 'per_ratio': {
         let q = a[0] / a[1]; const r = a[0] % a[1];
         if (r !== 0n && (r < 0n) !== (a[1] < 0n)) q -= 1n;
         const exact = a[0] === q * a[1];

@@ -20,6 +20,9 @@ pub const FUNCTIONS: &[&str] = &[
     "isqrt",
     "causal_positions",
     "windowed_positions",
+    // One compressed entry per `r` tokens (rows.rs): floor(ctx / r), and bytes per ratio.
+    "entries",
+    "per_ratio",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,7 +195,7 @@ fn call(f: &str, a: &[i128]) -> Result<i128, String> {
     Ok(match f {
         "min" => arg(0)?.min(arg(1)?),
         "max" => arg(0)?.max(arg(1)?),
-        "ceil_div" | "floor_div" => {
+        "ceil_div" | "floor_div" | "entries" | "per_ratio" => {
             let (x, y) = (arg(0)?, arg(1)?);
             if y <= 0 {
                 return Err(format!("`{f}` by {y}"));
@@ -254,6 +257,8 @@ mod tests {
             eval("5 * min(4, ctx) + causal_positions(ctx)", &env),
             Ok(48)
         );
+        // A compressed cache holds one entry per ratio tokens (engine rows.rs `entries`).
+        assert_eq!(eval("3 * entries(ctx, 4) + entries(ctx, 128)", &env), Ok(3));
         assert!(
             eval("nope * 2", &env)
                 .unwrap_err()

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::wd::{Capabilities, WebDriverCompatibleCommand};
-use fantoccini::{Client, ClientBuilder, Locator};
+mod webdriver;
+
+use webdriver::{Client, Locator};
 use harch_engine::analysis::REPORT_CONTEXT;
 use harch_engine::{EvalOptions, Q};
 use harch_inspect::{PageOptions, collect, page, site};
@@ -81,38 +82,18 @@ fn driver() -> Option<Driver> {
 }
 
 async fn browser(d: &Driver) -> Client {
-    let mut caps = Capabilities::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({ "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars"] }),
-    );
-    caps.insert("goog:loggingPrefs".into(), json!({ "browser": "ALL" }));
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&d.url)
+    let caps = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": { "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars"] },
+        "goog:loggingPrefs": { "browser": "ALL" },
+    });
+    Client::connect(&d.url, caps)
         .await
         .expect("a chromium session")
 }
 
-/// chromedriver's browser log (console messages and uncaught errors) since the last read.
-#[derive(Debug)]
-struct BrowserLog;
-
-impl WebDriverCompatibleCommand for BrowserLog {
-    fn endpoint(
-        &self,
-        base: &url::Url,
-        session: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
-    }
-    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
-        (http::Method::POST, Some(r#"{"type":"browser"}"#.into()))
-    }
-}
-
 async fn console_errors(c: &Client) -> Vec<String> {
-    let log = c.issue_cmd(BrowserLog).await.expect("the browser log");
+    let log = c.browser_log().await.expect("the browser log");
     log.as_array()
         .into_iter()
         .flatten()
@@ -133,9 +114,7 @@ async fn open(c: &Client, file: &Path, hash: &str) -> Duration {
     c.goto(&format!("file://{}{hash}", file.display()))
         .await
         .expect("page opens");
-    c.wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css("html[data-ready='true']"))
+    c.wait_for(Locator::Css("html[data-ready='true']"), Duration::from_secs(20))
         .await
         .expect("the page's script finished");
     t.elapsed()
