@@ -258,10 +258,14 @@ fn pack_quantized_int4_stores_eight_values_per_int32() {
     );
 }
 
-/// The stored tensors of `model.layers.{i}.mlp.down_proj.weight` (logical [64, 128]) in `scheme`.
-fn down_proj_in(scheme: &str) -> (Vec<(String, String, Vec<i128>)>, i128, i128) {
+/// A stored tensor: its name's suffix after the module, dtype and shape.
+type Stored = (String, String, Vec<i128>);
+
+/// The stored tensors of `model.layers.{i}.mlp.down_proj.weight` (logical [64, 128]) in
+/// `scheme`, its logical elements and the row's bytes.
+fn down_proj_in(scheme: &str) -> (Vec<Stored>, i128, i128) {
     let quant = format!(
-        "quant_context:\n  default: bf16\n  overrides:\n    - {{ leaf: \"model.layers.*.mlp.*\", format: {scheme} }}\n"
+        "quant_context:\n  default: bf16\n  overrides:\n    - {{ leaf: \"model.layers.*.mlp.down_proj.*\", format: {scheme} }}\n"
     );
     let r = repo(&spec(&quant));
     let ir = r.load_model("toy_vl").unwrap();

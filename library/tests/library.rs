@@ -483,6 +483,15 @@ fn active_parameters_match_the_published_figures() {
         3.3e9,
         0.02,
     );
+    // Kimi-K2.6's card: "32B activated" (the DeepSeek convention, the embedding left out).
+    let (a, _) = evaluate_library("moonshotai/Kimi-K2.6", false);
+    assert_within(
+        "Kimi-K2.6",
+        "params_active",
+        a.params_active().v,
+        32e9,
+        0.02,
+    );
     // DeepSeek-V2-Lite's model card says "2.4B activated". Ours is 2,451,435,008, 2.1% above
     // 2.4e9: the card gives two significant digits and truncates, so a figure it would print as
     // 2.4B lies in [2.4e9, 2.5e9). We assert that interval rather than a 2% band.

@@ -86,9 +86,15 @@ fn a_targeted_linear_in_another_scheme_is_located_at_its_override() {
     );
     assert_eq!(codes(&d), ["P004", "P004", "P004"], "{d:#?}");
     let m = &d[0].message;
-    assert!(m.contains("group `group_0`") && m.contains("num_bits: 8"), "{m}");
+    assert!(
+        m.contains("group `group_0`") && m.contains("num_bits: 8"),
+        "{m}"
+    );
     assert!(m.contains("(2 tensors of this row)"), "{m}");
-    assert_eq!(d[0].location.file.as_deref(), Some("specs/models/toy_q.yaml"));
+    assert_eq!(
+        d[0].location.file.as_deref(),
+        Some("specs/models/toy_q.yaml")
+    );
 }
 
 #[test]
@@ -97,8 +103,9 @@ fn an_ignored_module_stored_quantized_is_refused() {
     let d = check(&quant, int8());
     assert_eq!(codes(&d), ["P004"; 4], "{d:#?}");
     assert!(
-        d.iter().all(|d| d.message.contains("`ignore` leaves module")
-            && d.message.contains(".self_attn.")),
+        d.iter()
+            .all(|d| d.message.contains("`ignore` leaves module")
+                && d.message.contains(".self_attn.")),
         "{d:#?}"
     );
 }
@@ -152,12 +159,16 @@ fn a_group_no_scheme_implements_and_a_bad_pattern_are_p005() {
 #[test]
 fn fp8_block_configs_hold_fp8_schemes_to_their_block() {
     let quant = "  per_role: { ffn_dense: fp8_block128 }\n";
-    let fp8 = |block: u32| {
-        json!({"quantization_config": {"quant_method": "fp8", "weight_block_size": [block, block]}})
-    };
+    let fp8 = |block: u32| json!({"quantization_config": {"quant_method": "fp8", "weight_block_size": [block, block]}});
     assert_eq!(check(quant, fp8(128)), []);
     let d = check(quant, fp8(64));
     assert_eq!(codes(&d), ["P005", "P004", "P004", "P004"], "{d:#?}");
     // A method the guard does not read states nothing it can hold a spec to.
-    assert_eq!(check(quant, json!({"quantization_config": {"quant_method": "awq"}})), []);
+    assert_eq!(
+        check(
+            quant,
+            json!({"quantization_config": {"quant_method": "awq"}})
+        ),
+        []
+    );
 }

@@ -51,13 +51,17 @@ pub fn needs_remote_code(config: &serde_json::Value) -> bool {
 /// `modeling_deepseek.py`). References into other repos (`org/repo--module.Class`) are skipped.
 /// A reference whose module is not a dotted Python name (`../../x.Model`, `.x.Model`) is
 /// returned as an error naming it: it would become a path outside the repository.
+/// A composite config's sub-configs (`text_config.auto_map`: Kimi-K2.5/K2.6's DeepSeek text
+/// model) name their own module files too.
 pub fn auto_map_files(config: &serde_json::Value) -> Result<Vec<String>, BadReference> {
     let mut out: Vec<String> = Vec::new();
-    let Some(map) = config.get("auto_map").and_then(|m| m.as_object()) else {
-        return Ok(out);
-    };
+    let mut maps: Vec<&serde_json::Map<String, serde_json::Value>> = Vec::new();
+    maps.extend(config.get("auto_map").and_then(|m| m.as_object()));
+    for sub in config.as_object().into_iter().flat_map(|o| o.values()) {
+        maps.extend(sub.get("auto_map").and_then(|m| m.as_object()));
+    }
     let mut refs: Vec<&str> = Vec::new();
-    for v in map.values() {
+    for v in maps.iter().flat_map(|m| m.values()) {
         match v {
             serde_json::Value::String(s) => refs.push(s),
             serde_json::Value::Array(a) => refs.extend(a.iter().filter_map(|x| x.as_str())),
@@ -386,6 +390,14 @@ mod tests {
         }
         let nested = serde_json::json!({"auto_map": {"AutoModel": "pkg.modeling_x.X"}});
         assert_eq!(auto_map_files(&nested).unwrap(), ["pkg/modeling_x.py"]);
+        let composite = serde_json::json!({
+            "auto_map": {"AutoModel": "modeling_kimi_k25.KimiK25ForConditionalGeneration"},
+            "text_config": {"auto_map": {"AutoModel": "modeling_deepseek.DeepseekV3Model"}},
+        });
+        assert_eq!(
+            auto_map_files(&composite).unwrap(),
+            ["modeling_deepseek.py", "modeling_kimi_k25.py"]
+        );
     }
 
     #[test]

@@ -30,15 +30,31 @@ fn repo_of(model_id: &str) -> MockRepo {
     // the transformers cache at test time; no third-party code is committed).
     let native = harch_worker::source::resolve_native(&truth.config)
         .expect("run scripts/fetch-transformers-src first");
-    let modeling = native
-        .files
-        .iter()
-        .find(|(n, _)| n.starts_with("modeling_"))
-        .map(|(_, t)| t.clone())
-        .unwrap_or_default();
+    // Each remote module is the native file it stands for: the same name, else the one its name
+    // begins (`modeling_deepseek.py` is `modeling_deepseek_v3.py`), else the first.
+    let modeling = |file: &str| -> String {
+        let stem = file.trim_end_matches(".py");
+        let native_modeling = || {
+            native
+                .files
+                .iter()
+                .filter(|(n, _)| n.starts_with("modeling_"))
+        };
+        native
+            .files
+            .get(file)
+            .or_else(|| {
+                native_modeling()
+                    .find(|(n, _)| n.starts_with(stem))
+                    .map(|(_, t)| t)
+            })
+            .or_else(|| native_modeling().next().map(|(_, t)| t))
+            .cloned()
+            .unwrap_or_default()
+    };
     for file in harch_worker::source::auto_map_files(&truth.config).expect("auto_map") {
         let text = if file.starts_with("modeling_") {
-            modeling.clone()
+            modeling(&file)
         } else {
             "# configuration\n".to_string()
         };

@@ -503,12 +503,11 @@ fn expected_layout(truth: &Truth, sk: &Skeleton) -> Option<(Layout, String)> {
                     None
                 };
                 if let Some((k, when)) = test {
-                    match config_truthy(truth, sk, k) {
-                        Some(v) => {
-                            applies = v == when;
-                            why = format!(" (config `{k}` is {v})");
-                        }
-                        None => continue,
+                    // A branch config does not decide may run: its layout is one the source
+                    // may apply, so the expected layout is not settled unless it agrees.
+                    if let Some(v) = config_truthy(truth, sk, k) {
+                        applies = v == when;
+                        why = format!(" (config `{k}` is {v})");
                     }
                 }
             }
