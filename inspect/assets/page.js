@@ -493,7 +493,7 @@ function compare() {
 // ---------- deployment ----------
 function deployment() {
   const root = document.getElementById('view-deployment');
-  const r = DATA.deployment;
+  const { sweep, ...r } = DATA.deployment;
   const rows = [];
   const walk = (o, prefix, depth) => {
     for (const [k, v] of Object.entries(o)) {
@@ -506,6 +506,11 @@ function deployment() {
   root.append(h('h2', { text: 'Deployment (harch-worker analyze)' }),
     h('table', { class: 'figures', id: 'deployment-figures' }, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', {}, h('code', { text: k })),
       h('td', { class: 'num', text: typeof v === 'number' || (typeof v === 'string' && /^-?\d+$/.test(v)) ? (Number.isInteger(Number(v)) ? digits(v) : String(v)) : String(v) }))))));
+  if (sweep && sweep.svg) {
+    // The plot analyze --sweep --svg draws, as an image: an SVG in <img> runs no script.
+    root.append(h('h3', { text: `Sweep ${sweep.spec}` }),
+      h('img', { id: 'deployment-sweep', class: 'sweep', alt: `analyze sweep ${sweep.spec}`, src: 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(sweep.svg) }));
+  }
 }
 
 const RENDER = {

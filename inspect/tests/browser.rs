@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 mod webdriver;
 
-use webdriver::{Client, Locator};
 use harch_engine::analysis::REPORT_CONTEXT;
 use harch_engine::{EvalOptions, Q};
 use harch_inspect::{PageOptions, collect, page, site};
 use harch_library::specs::{self, Target};
 use harch_library::subject::{self, Subject};
 use serde_json::{Value, json};
+use webdriver::{Client, Locator};
 
 fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
@@ -114,9 +114,12 @@ async fn open(c: &Client, file: &Path, hash: &str) -> Duration {
     c.goto(&format!("file://{}{hash}", file.display()))
         .await
         .expect("page opens");
-    c.wait_for(Locator::Css("html[data-ready='true']"), Duration::from_secs(20))
-        .await
-        .expect("the page's script finished");
+    c.wait_for(
+        Locator::Css("html[data-ready='true']"),
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("the page's script finished");
     t.elapsed()
 }
 
@@ -374,6 +377,41 @@ async fn library_pages_open_and_answer_in_headless_chromium() {
     )
     .await;
     assert!(blocks.as_u64().unwrap() >= 1);
+    assert!(console_errors(&c).await.is_empty());
+
+    // The deployment panel: the report's figures as a table and the sweep's plot as an image
+    // (the worker fills both from `analyze`; worker/tests/inspect_cli.rs checks they are its).
+    let report = json!({
+        "verdict": "FITS",
+        "max_decode_requests": 201,
+        "sweep": {
+            "spec": "batch=1,2",
+            "svg": "<svg xmlns='http://www.w3.org/2000/svg' width='40' height='20'><rect width='40' height='20' fill='#246'/></svg>",
+        },
+    });
+    let html = page(
+        &both[0],
+        &PageOptions {
+            compare: None,
+            deployment: Some(report),
+        },
+    )
+    .unwrap();
+    let file = write_page(tmp.path(), "deployment", &html);
+    open(&c, &file, "#deployment").await;
+    let panel = js(
+        &c,
+        "const img = document.getElementById('deployment-sweep'); \
+         const rows = [...document.querySelectorAll('#deployment-figures th')].map(t => t.textContent); \
+         return [img && img.complete && img.naturalWidth, rows]",
+    )
+    .await;
+    assert_eq!(panel[0], json!(40), "the sweep plot renders: {panel}");
+    assert!(
+        panel[1].to_string().contains("max_decode_requests")
+            && !panel[1].to_string().contains("svg"),
+        "{panel}"
+    );
     assert!(console_errors(&c).await.is_empty());
 
     // A spec that fails validation: its errors on top, no figures. The Qwen3 dense spec

@@ -148,4 +148,19 @@ fn the_deployment_panel_carries_what_analyze_answers() {
         assert!(!analyze[k].is_null(), "analyze answers {k}: {err}");
         assert_eq!(data["deployment"][k], analyze[k], "{k}");
     }
+    // The sweep the panel plots: analyze's own sweep of the same deployment, and its plot.
+    let sweep = &data["deployment"]["sweep"];
+    assert_eq!(sweep["spec"], "batch=1,2,...,256");
+    assert!(sweep["svg"].as_str().unwrap().contains("<svg"), "{sweep}");
+    let mut args = vec![
+        "analyze",
+        "deepseek-ai/DeepSeek-V3",
+        "--sweep",
+        "batch=1,2,...,256",
+        "--csv",
+        "-",
+    ];
+    args.extend(deployment);
+    let (_, csv, err) = run(&args);
+    assert_eq!(sweep["csv"].as_str().unwrap(), csv, "{err}");
 }

@@ -69,7 +69,12 @@ impl Client {
         })
     }
 
-    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, Error> {
+    async fn cmd(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Error> {
         send(&self.http, method, &format!("{}{path}", self.session), body).await
     }
 
@@ -114,14 +119,18 @@ impl Client {
     }
 
     pub async fn active_element(&self) -> Result<Element<'_>, Error> {
-        let v = self.cmd(reqwest::Method::GET, "/element/active", None).await?;
+        let v = self
+            .cmd(reqwest::Method::GET, "/element/active", None)
+            .await?;
         self.element(v)
     }
 
     /// The viewport as PNG bytes.
     pub async fn screenshot(&self) -> Result<Vec<u8>, Error> {
         let v = self.cmd(reqwest::Method::GET, "/screenshot", None).await?;
-        let b64 = v.as_str().ok_or_else(|| Error("screenshot: no data".into()))?;
+        let b64 = v
+            .as_str()
+            .ok_or_else(|| Error("screenshot: no data".into()))?;
         base64::engine::general_purpose::STANDARD
             .decode(b64)
             .map_err(|e| Error(format!("screenshot: {e}")))
@@ -129,8 +138,12 @@ impl Client {
 
     /// chromedriver's browser log (console messages and uncaught errors) since the last read.
     pub async fn browser_log(&self) -> Result<Value, Error> {
-        self.cmd(reqwest::Method::POST, "/se/log", Some(json!({ "type": "browser" })))
-            .await
+        self.cmd(
+            reqwest::Method::POST,
+            "/se/log",
+            Some(json!({ "type": "browser" })),
+        )
+        .await
     }
 
     pub async fn close(self) -> Result<(), Error> {
@@ -151,7 +164,11 @@ impl Client {
 impl Element<'_> {
     pub async fn click(&self) -> Result<(), Error> {
         self.client
-            .cmd(reqwest::Method::POST, &format!("/element/{}/click", self.id), Some(json!({})))
+            .cmd(
+                reqwest::Method::POST,
+                &format!("/element/{}/click", self.id),
+                Some(json!({})),
+            )
             .await
             .map(drop)
     }
@@ -170,7 +187,11 @@ impl Element<'_> {
 
     pub async fn clear(&self) -> Result<(), Error> {
         self.client
-            .cmd(reqwest::Method::POST, &format!("/element/{}/clear", self.id), Some(json!({})))
+            .cmd(
+                reqwest::Method::POST,
+                &format!("/element/{}/clear", self.id),
+                Some(json!({})),
+            )
             .await
             .map(drop)
     }
@@ -188,7 +209,10 @@ async fn send(
     if let Some(b) = body {
         req = req.json(&b);
     }
-    let resp = req.send().await.map_err(|e| Error(format!("{what}: {e}")))?;
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| Error(format!("{what}: {e}")))?;
     let status = resp.status();
     let v: Value = resp
         .json()

@@ -32,6 +32,9 @@ pub struct Args {
     /// With --gpu: the deployment panel, `analyze`'s figures for this GPU, layout and workload.
     #[command(flatten)]
     pub deployment: DeploymentArgs,
+    /// With --gpu: the sweep the deployment panel plots, as `analyze --sweep` takes it.
+    #[arg(long, requires = "gpu", default_value = "batch=1,2,...,256")]
+    pub sweep: String,
     /// Print what was written (files, bytes, verdicts, the embedded figures) as JSON; errors
     /// are JSON too.
     #[arg(long)]
@@ -45,7 +48,13 @@ fn collect(arg: &str, truth: Option<&std::path::Path>) -> anyhow::Result<(Subjec
     Ok((s, data))
 }
 
-fn deployment(args: &DeploymentArgs, s: &Subject) -> anyhow::Result<Option<serde_json::Value>> {
+/// `analyze`'s report for the deployment panel, and the sweep it plots (`sweep.svg`, the plot
+/// `analyze --sweep --svg` writes, with the points it was drawn from in `sweep.rows`).
+fn deployment(
+    args: &DeploymentArgs,
+    sweep_text: &str,
+    s: &Subject,
+) -> anyhow::Result<Option<serde_json::Value>> {
     if args.gpu.is_none() {
         return Ok(None);
     }
@@ -55,7 +64,18 @@ fn deployment(args: &DeploymentArgs, s: &Subject) -> anyhow::Result<Option<serde
         subject::evaluated(s, EvalOptions { symbolic: true }).map_err(crate::cli::failed)?;
     let model = Model::new(&ir, &a, &s.truth.config)?;
     let (_, r) = analyze(&model, &req).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Some(serde_json::to_value(&r)?))
+    let mut v = serde_json::to_value(&r)?;
+    let spec = harch_analysis::sweep::SweepSpec::parse(sweep_text)
+        .map_err(|e| crate::cli::usage(anyhow::anyhow!("--sweep: {e}")))?;
+    let rows = harch_analysis::sweep::run(&model, &req, &spec);
+    let title = format!("{} on {}", model.a.model, req.gpu.gpu);
+    let svg = harch_analysis::plot::svg(&spec, &rows, &title).map_err(anyhow::Error::msg)?;
+    v["sweep"] = serde_json::json!({
+        "spec": sweep_text,
+        "svg": svg,
+        "csv": harch_analysis::sweep::csv(&spec, &rows),
+    });
+    Ok(Some(v))
 }
 
 fn summary(data: &ModelData, file: &std::path::Path, bytes: usize) -> serde_json::Value {
@@ -119,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let deployment = if data.verdict.valid {
-        deployment(&args.deployment, &s)?
+        deployment(&args.deployment, &args.sweep, &s)?
     } else {
         None
     };
