@@ -85,7 +85,7 @@ fn summary(data: &ModelData, file: &std::path::Path, bytes: usize) -> serde_json
         "file": file,
         "bytes": bytes,
         "valid": data.verdict.valid,
-        "errors": data.verdict.errors.len(),
+        "errors": data.verdict.errors,
         "figures": data.figures,
     })
 }
