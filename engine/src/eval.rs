@@ -79,9 +79,6 @@ pub fn evaluate_at(
         reads: RefCell::new(BTreeSet::new()),
     };
     w.bind_dims();
-    if let Some(e) = crate::quant::check_config(&ir.schemes, &ir.quant, config) {
-        w.out.errors.push(e);
-    }
     if w.out.errors.is_empty() {
         w.top_level();
     }

@@ -398,10 +398,6 @@ pub struct QuantSchemeDef {
     #[serde(default)]
     pub params_per_element: Option<i64>,
     pub stored: Vec<StoredDef>,
-    /// The `quantization_config`s this scheme stores (patterns a config's must contain; a `*`
-    /// key matches any entry of a map). See `quant::covers`.
-    #[serde(default)]
-    pub quantization_config: Vec<serde_json::Value>,
     /// What a checkpoint's `quantization_config` states for weights stored this way
     /// (`quant_method`, and for compressed-tensors `format`, `type`, `num_bits`, `strategy`,
     /// `group_size`; for fp8 `weight_block_size`): the packing guard holds each tensor the

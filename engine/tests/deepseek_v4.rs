@@ -185,17 +185,6 @@ fn bad_v4_configs_are_located_errors_not_panics() {
             .is_some_and(|n| n.ends_with("gate")),
         "{m:?}"
     );
-    let uncovered = mutated(
-        MODEL,
-        "summary:",
-        "summary:",
-        config_with(
-            "quantization_config",
-            serde_json::json!({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [64, 64]}),
-        ),
-    );
-    let m = find(&uncovered, "L010");
-    assert_eq!(m.location.file.as_deref(), Some(MODEL));
     // hc_mult 0: no streams to expand.
     let zero = mutated(
         MODEL,

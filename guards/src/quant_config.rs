@@ -11,8 +11,9 @@
 //!   config's block size. (Which linears stay unquantized is the source's choice there, e.g.
 //!   DeepSeek-V3.2's `weights_proj`; the weight guard holds their dtypes to the checkpoint.)
 //!
-//! Other `quant_method`s are not read here. A spec may store quantized only what the config
-//! says is quantized.
+//! Another `quant_method` (`mxfp4`, `awq`, ...) is read for coverage only: some scheme must
+//! implement it, else P005 (counting such a checkpoint with a scheme written for another would
+//! give wrong bytes). A spec may store quantized only what the config says is quantized.
 
 use std::collections::BTreeMap;
 
@@ -198,8 +199,34 @@ fn read(config: &Value, loc: &Location, out: &mut Vec<Diagnostic>) -> Option<Sta
                 ignore: Vec::new(),
             })
         }
+        // Another method is read for coverage only: some scheme must implement it (gpt-oss's
+        // `mxfp4`); which tensors it quantizes is the weight guard's, from the checkpoint.
+        // A config that states only the KV cache's quantization says nothing about weights.
+        _ if states_weight_storage(q) => Some(Stated {
+            method: method.clone(),
+            groups: vec![Group {
+                name: method.clone(),
+                facts: BTreeMap::from([("quant_method".to_string(), Value::from(method))]),
+                targets: Vec::new(),
+            }],
+            ignore: Vec::new(),
+        }),
         _ => None,
     }
+}
+
+/// Keys of a quantization_config that describe the KV cache, not the weights.
+const KV_ONLY: &[&str] = &[
+    "kv_cache_scheme",
+    "kv_cache_dtype",
+    "kv_cache_quant_algo",
+    "quant_method",
+];
+
+fn states_weight_storage(q: &serde_json::Map<String, Value>) -> bool {
+    q.iter().any(|(k, v)| {
+        !KV_ONLY.contains(&k.as_str()) && !v.is_null() && v != &Value::Object(Default::default())
+    })
 }
 
 /// Every concrete checkpoint name a row stands for (its placeholders filled), when few enough.
@@ -262,6 +289,9 @@ pub fn check(ir: &ModelIr, a: &Analysis, config: &Value) -> Vec<Diagnostic> {
             .implements
             .get("quant_method")
             .and_then(Value::as_str);
+        if stated.method != "fp8" && stated.method != "compressed-tensors" {
+            continue;
+        }
         if stated.method == "fp8" {
             if own_method == Some("fp8") && !implements(scheme, &stated.groups[0].facts) {
                 out.push(wrong(

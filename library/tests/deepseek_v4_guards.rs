@@ -40,7 +40,10 @@ fn library_files() -> BTreeMap<String, String> {
 }
 
 fn codes(spec: &str) -> Vec<(String, String)> {
-    let config: serde_json::Value = serde_json::from_str(CONFIG).unwrap();
+    codes_with(spec, serde_json::from_str(CONFIG).unwrap())
+}
+
+fn codes_with(spec: &str, config: serde_json::Value) -> Vec<(String, String)> {
     let src = source::resolve_native(&config).expect(
         "no deepseek_v4 source: run scripts/fetch-transformers-src (or set HARCH_TRANSFORMERS_SRC)",
     );
@@ -120,5 +123,43 @@ fn hc_mult_written_as_a_literal_is_c001() {
             .iter()
             .any(|(c, m)| c == "C001" && m.contains("`hc_mult`")),
         "{same:#?}"
+    );
+}
+
+/// The checkpoint's own `quantization_config` (fp8, E8M0 scales, 128 × 128 blocks) is what the
+/// spec's schemes implement; one stating another block, or a method no scheme implements,
+/// is refused by the packing guard (P005, and P004 at the tensors stored otherwise).
+#[test]
+fn the_quantization_config_is_held_to_the_schemes_that_implement_it() {
+    let quant = |c: &[(String, String)]| -> Vec<String> {
+        c.iter()
+            .filter(|(code, _)| code == "P004" || code == "P005")
+            .map(|(code, m)| format!("{code}: {m}"))
+            .collect()
+    };
+    assert_eq!(quant(&codes(SPEC)), Vec::<String>::new());
+    let mut config: serde_json::Value = serde_json::from_str(CONFIG).unwrap();
+    config["quantization_config"]["weight_block_size"] = serde_json::json!([64, 64]);
+    let found = quant(&codes_with(SPEC, config.clone()));
+    assert!(
+        found
+            .iter()
+            .any(|m| m.starts_with("P005") && m.contains("[64,64]")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|m| m.starts_with("P004") && m.contains("fp8_e8m0_block128")),
+        "{found:#?}"
+    );
+    config["quantization_config"] =
+        serde_json::json!({ "quant_method": "awq", "bits": 4, "group_size": 128 });
+    let found = quant(&codes_with(SPEC, config));
+    assert!(
+        found
+            .iter()
+            .any(|m| m.starts_with("P005") && m.contains("awq")),
+        "{found:#?}"
     );
 }

@@ -77,19 +77,21 @@ fn a_boolean_expert_count_is_not_read_as_one() {
 
 #[test]
 fn the_partial_rotary_factor_is_read_under_rope_parameters() {
+    // A factor other than the configuration class's default (0.25), which would otherwise
+    // stand in for the missing top-level key and hide the wrong read.
     let moved = |c: &mut serde_json::Map<String, serde_json::Value>| {
-        let f = c.remove("partial_rotary_factor").unwrap();
+        c.remove("partial_rotary_factor").unwrap();
         c.insert(
             "rope_parameters".into(),
-            serde_json::json!({ "rope_type": "default", "partial_rotary_factor": f }),
+            serde_json::json!({ "rope_type": "default", "partial_rotary_factor": 0.5 }),
         );
     };
-    // The library spec reads only the top-level key: it would rotate the whole head.
+    // The library spec reads only the top-level key: it gets the class's default, not 0.5.
     let r = validate("Qwen/Qwen3-Next-80B-A3B", None, moved);
     assert_eq!(codes(&r), ["R002"], "{:#?}", r.errors);
     let m = message(&r, "R002");
     assert!(
-        m.contains("rotates 256 channels") && m.contains("rope_parameters.partial_rotary_factor"),
+        m.contains("rotates 64 channels") && m.contains("rope_parameters.partial_rotary_factor"),
         "{m}"
     );
     // Reading the key where this config has it validates.
@@ -109,11 +111,12 @@ fn the_partial_rotary_factor_is_read_under_rope_parameters() {
 fn an_absolute_rotary_dim_is_compared_in_channels() {
     let absolute = |c: &mut serde_json::Map<String, serde_json::Value>| {
         c.remove("partial_rotary_factor");
-        c.insert("rotary_dim".into(), 64.into());
+        // Not the 64 channels the class's default factor gives: the read must be of rotary_dim.
+        c.insert("rotary_dim".into(), 128.into());
     };
     let r = validate("Qwen/Qwen3-Next-80B-A3B", None, absolute);
     let m = message(&r, "R002");
-    assert!(m.contains("config `rotary_dim` = 64 gives 64"), "{m}");
+    assert!(m.contains("config `rotary_dim` = 128 gives 128"), "{m}");
     let r = validate(
         "Qwen/Qwen3-Next-80B-A3B",
         Some((
