@@ -16,6 +16,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ulid::Ulid;
 
+/// A new job id, greater than every id this process made before: jobs made in the same
+/// millisecond keep their order, so `last` is the one made last. (Ids from two processes in
+/// one millisecond are ordered by their random part.)
+fn next_id() -> Ulid {
+    static IDS: std::sync::Mutex<ulid::Generator> = std::sync::Mutex::new(ulid::Generator::new());
+    let mut ids = IDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Overflow: 2^80 ids in one millisecond.
+    ids.generate().unwrap_or_else(|_| Ulid::generate())
+}
+
 use super::record::{JobRecord, JobRequest, now_ms};
 
 #[derive(Debug, Clone)]
@@ -200,7 +212,7 @@ impl JobStore {
                 _ => {}
             }
         }
-        let id = Ulid::generate().to_string();
+        let id = next_id().to_string();
         let mut rec = JobRecord::new(id.clone(), request, now_ms());
         rec.queue_tasks.push(queue_task.to_string());
         let dir = self.job_dir(&id)?;
