@@ -2,6 +2,7 @@
 //! number of a report can be traced to the rows of the engine's evaluation it sums.
 
 use harch_engine::q::Q;
+use harch_engine::text::group_digits as digits;
 
 use crate::cost::{CostRow, PhaseCost, Resource};
 use crate::memory::Residency;
@@ -43,18 +44,6 @@ pub const NAMES: &[&str] = &[
 ];
 
 const SHOWN: usize = 15;
-
-fn digits(v: i128) -> String {
-    let s = v.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0 { format!("-{out}") } else { out }
-}
 
 fn bytes(v: f64) -> String {
     format!("{} B", digits(v.round() as i128))

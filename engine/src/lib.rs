@@ -23,6 +23,7 @@ pub mod q;
 pub mod quant;
 pub mod rows;
 pub mod schema;
+pub mod text;
 
 pub use analysis::Analysis;
 pub use diag::{Location, SpecError};

@@ -28,21 +28,8 @@ fn figure(m: &ModelData, k: &str) -> String {
         .as_ref()
         .and_then(|f| f.get(k))
         .and_then(|v| v.as_i64())
-        .map(|v| crate::site::group(v as i128))
+        .map(|v| harch_engine::text::group_digits(v as i128))
         .unwrap_or_else(|| "—".into())
-}
-
-/// `671,026,419,200`.
-pub fn group(v: i128) -> String {
-    let s = v.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0 { format!("-{out}") } else { out }
 }
 
 /// The index page: one row per model, linking its page.

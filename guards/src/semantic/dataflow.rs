@@ -15,6 +15,7 @@ mod state_source;
 use harch_engine::Analysis;
 use harch_engine::diag::Location;
 use harch_engine::ir::ModelIr;
+use harch_engine::text::group_digits as thousands;
 
 use crate::report::Diagnostic;
 use crate::truth::Truth;
@@ -108,19 +109,6 @@ impl Findings {
             })
             .collect()
     }
-}
-
-/// `12,345` for a count in a message.
-fn thousands(v: i128) -> String {
-    let digits = v.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (k, ch) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if v < 0 { format!("-{out}") } else { out }
 }
 
 /// The instance a row belongs to (`layers[moe].attention` for `layers[moe].attention.kv_b_proj`),
