@@ -85,11 +85,7 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::test_args::Bound;
-
-    fn args(kv: &[(&'static str, i128)]) -> Bound {
-        Bound(kv.iter().copied().collect())
-    }
+    use crate::ops::test_args::args;
 
     #[test]
     fn a_compressor_emits_one_entry_per_ratio_tokens_and_keeps_its_window_as_state() {

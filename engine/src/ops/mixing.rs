@@ -193,11 +193,7 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::test_args::Bound;
-
-    fn args(kv: &[(&'static str, i128)]) -> Bound {
-        Bound(kv.iter().copied().collect())
-    }
+    use crate::ops::test_args::args;
 
     fn dims(v: &[i128]) -> Shape {
         v.iter().map(|&d| Axis::Dim(lit(d))).collect()

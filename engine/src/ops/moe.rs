@@ -214,11 +214,7 @@ fn router_selection_flops(a: &dyn Args, e: &Q, k: &Q) -> Result<Q, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::test_args::Bound;
-
-    fn args(kv: &[(&'static str, i128)]) -> Bound {
-        Bound(kv.iter().copied().collect())
-    }
+    use crate::ops::test_args::args;
 
     #[test]
     fn a_hash_router_stores_its_table_as_a_buffer_and_scores_every_expert() {

@@ -107,11 +107,7 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::test_args::Bound;
-
-    fn args(kv: &[(&'static str, i128)]) -> Bound {
-        Bound(kv.iter().copied().collect())
-    }
+    use crate::ops::test_args::args;
 
     #[test]
     fn an_indexer_scores_over_heads_and_selects_positions_or_blocks() {

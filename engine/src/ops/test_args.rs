@@ -7,6 +7,11 @@ use crate::q::Q;
 
 pub(crate) struct Bound(pub(crate) HashMap<&'static str, i128>);
 
+/// Integer arguments by name, as an op's unit test binds them.
+pub(crate) fn args(kv: &[(&'static str, i128)]) -> Bound {
+    Bound(kv.iter().copied().collect())
+}
+
 impl Args for Bound {
     fn int(&self, name: &str) -> Result<Q, OpError> {
         self.opt_int(name)?.ok_or_else(|| OpError {
