@@ -1,6 +1,6 @@
 //! The claude backend against a fake `claude` that speaks stream-json and edits the workspace.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! The codex and kimi backends against fake CLIs that emit their real JSONL formats.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

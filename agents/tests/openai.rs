@@ -1,7 +1,7 @@
 //! The OpenAI-compatible loop against a local server (wiremock) that plays a scripted model:
 //! each answer is computed from the conversation it receives, like a deterministic replay.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Derived communication checked against hand-derived collectives, missing hardware figures
 //! reported as INSUFFICIENT_EVIDENCE, `explain` terms, and sweeps.
 
-mod support;
+use crate::support;
 
 use harch_analysis::comm::{CommKind, Link};
 use harch_analysis::report::{CommSummary, INSUFFICIENT_EVIDENCE};

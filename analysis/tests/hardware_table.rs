@@ -1,7 +1,7 @@
 //! The hardware table as committed: every GPU has its memory and bandwidth with a cited source,
 //! and the dense rates read back as the datasheets state them (sparse figures halved).
 
-mod support;
+use crate::support;
 
 #[test]
 fn every_gpu_cites_its_figures_and_dense_rates_read_back() {

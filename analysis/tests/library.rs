@@ -6,7 +6,7 @@
 //! parallel embedding and head, norms and routers replicated, KV heads fewer than the TP degree
 //! replicated, MLA latents replicated); see docs/analysis.md.
 
-mod support;
+use crate::support;
 
 use harch_analysis::{LayoutSpec, Model, Request, analyze};
 

@@ -2,7 +2,7 @@
 //! property that every layout it names gives the same figures as a separate analysis of that
 //! layout (the layout string it prints read back).
 
-mod support;
+use crate::support;
 
 use harch_analysis::search::{Candidate, SearchSpec, search};
 use harch_analysis::{Fit, LayoutSpec, Model, Request, analyze};

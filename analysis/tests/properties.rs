@@ -3,7 +3,7 @@
 //! exceeds the estimate; more HBM bandwidth never slows a phase; layouts that hold the same
 //! data per GPU move the same bytes.
 
-mod support;
+use crate::support;
 
 use harch_analysis::layout::{Dispatch, Mesh};
 use harch_analysis::memory::Residency;

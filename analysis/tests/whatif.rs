@@ -1,7 +1,7 @@
 //! What-if edits over real evaluations: re-stored weights hold the bytes their scheme says,
 //! the KV dtype changes the caches that grow with the context and nothing else.
 
-mod support;
+use crate::support;
 
 use harch_analysis::whatif;
 use harch_engine::ir::Growth;

@@ -4,7 +4,7 @@
 //! assumption that differs and why harch's is the one it keeps (docs/analysis.md, "The
 //! anchor").
 
-mod support;
+use crate::support;
 
 use harch_analysis::{Fit, Logits, Model, analyze};
 

@@ -3,7 +3,7 @@
 //! window beside a compressor's entries (one per `compress_ratio` tokens), a residual of
 //! `hc_mult` streams mixed by a Sinkhorn-normalised matrix, and a grouped output projection.
 
-mod support;
+use crate::support;
 
 use harch_engine::analysis::attended_entries;
 use harch_engine::{EvalOptions, Q, Repo, evaluate};

@@ -6,7 +6,7 @@
 //! 0731 "dspark" heads, with no forward source) are not in it yet, so the figures are the main
 //! model's.
 
-mod support;
+use crate::support;
 
 use harch_engine::{EvalOptions, Repo, evaluate};
 

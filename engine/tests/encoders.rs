@@ -3,7 +3,7 @@
 //! spatial merge, per-image FLOPs (bidirectional over the image's positions), nothing of the
 //! tower in any per-token figure; and compressed-tensors packed storage.
 
-mod support;
+use crate::support;
 
 use harch_engine::{EvalOptions, ImageSize, Q, Repo, evaluate, evaluate_at};
 

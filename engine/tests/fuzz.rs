@@ -2,7 +2,7 @@
 //! (including mutations of the library specs) gives errors, never a panic. Failing seeds are
 //! kept in `fuzz.proptest-regressions` next to this file and replayed first.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;

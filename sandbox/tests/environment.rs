@@ -1,7 +1,7 @@
 //! The child's environment is built from nothing: the worker's own GITHUB_TOKEN never reaches
 //! it, and asking for it explicitly is refused. (Its own test binary: it sets process env.)
 
-mod common;
+use crate::common;
 
 #[tokio::test]
 async fn the_environment_is_cleared_and_refuses_publishing_credentials() {

@@ -1,7 +1,7 @@
 //! The sandbox's promises, each proven against the real kernel: writes outside the writable area
 //! fail, staged truth and library files cannot be changed, rlimits bite.
 
-mod common;
+use crate::common;
 
 use common::{sh, workspace, workspace_with};
 use harch_sandbox::testing::landlock_available;

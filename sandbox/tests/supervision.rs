@@ -1,7 +1,7 @@
 //! Running untrusted processes: hangs are killed with their whole group, floods are capped, both
 //! streams are drained at once, `validate` is on PATH.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

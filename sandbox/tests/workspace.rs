@@ -1,6 +1,6 @@
 //! Staging and the path checks used by in-process tools.
 
-mod common;
+use crate::common;
 
 use harch_sandbox::{StageSpec, StagedFile, Workspace};
 

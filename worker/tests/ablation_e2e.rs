@@ -10,7 +10,7 @@
 //! Needs gpt-oss's forward source (scripts/fetch-transformers-src); Landlock as the other
 //! agent tests.
 
-mod agent_env;
+use crate::agent_env;
 
 use std::path::Path;
 

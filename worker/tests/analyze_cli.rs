@@ -1,7 +1,7 @@
 //! `harch-worker analyze` and `explain` of deployment figures as a user runs them: the JSON
 //! fields, the human table, exit codes, sweeps written as CSV and SVG.
 
-mod harch_cli;
+use crate::harch_cli;
 
 use harch_cli::run;
 

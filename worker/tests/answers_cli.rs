@@ -2,7 +2,7 @@
 //! `plan` names layouts, inputs are taken as people type them (did-you-mean, `32K`, GPU
 //! aliases), what-if runs say so.
 
-mod harch_cli;
+use crate::harch_cli;
 
 use harch_cli::{json, root, run};
 

@@ -462,3 +462,41 @@ fn the_worker_is_at_most_a_quarter_of_the_source() {
         "worker/src has {worker} of {total} source lines, more than a quarter: move what is not the command line into the crate that owns it"
     );
 }
+
+/// A crate whose integration tests are one binary (`autotests = false`, `tests/it.rs`) builds only
+/// the files `it.rs` declares: a file added beside them and not declared would never run.
+#[test]
+fn every_test_file_of_a_one_binary_crate_is_declared() {
+    let mut missing = Vec::new();
+    for (name, dir, _) in members() {
+        let manifest = toml_at(&dir.join("Cargo.toml"));
+        if manifest["package"]
+            .get("autotests")
+            .and_then(|v| v.as_bool())
+            != Some(false)
+        {
+            continue;
+        }
+        let tests = dir.join("tests");
+        let root = std::fs::read_to_string(tests.join("it.rs"))
+            .unwrap_or_else(|e| panic!("{name}: autotests = false but no tests/it.rs: {e}"));
+        for entry in std::fs::read_dir(&tests).expect("tests/") {
+            let file = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if file.ends_with(".rs")
+                && file != "it.rs"
+                && !root.contains(&format!("#[path = \"{file}\"]"))
+            {
+                missing.push(format!("{name}: tests/{file}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not declared in their crate's tests/it.rs (add `#[path = \"FILE.rs\"] mod FILE;`):\n{}",
+        missing.join("\n")
+    );
+}

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-mod agent_env;
+use crate::agent_env;
 
 use agent_env::{Env, attempts, project_root, stage};
 

@@ -10,7 +10,7 @@
 //! included), `logs --attempt` and `status` show them, `retry` gets a fresh budget, and
 //! incoherent timeouts are refused at start-up.
 
-mod agent_env;
+use crate::agent_env;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! `harch-worker fetch` as a user runs it: environment variables, `--json` report, exit codes.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

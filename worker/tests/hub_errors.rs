@@ -1,7 +1,7 @@
 //! Failures the fetcher must name precisely, sorted into transient and permanent, each with the
 //! number of requests it cost. Nothing is written when a fetch fails.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The fetcher against a local server speaking the Hub protocol: what it writes and how many
 //! requests it takes. Request counts are HTTP requests the server saw (redirect hops included).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

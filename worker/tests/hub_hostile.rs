@@ -3,7 +3,7 @@
 //! fails a fifth of all requests (429s and 5xx on either hop of a redirect) still yields the
 //! truth, with the retries counted.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

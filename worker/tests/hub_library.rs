@@ -2,7 +2,7 @@
 //! serves each model's real inventory (from its bundled snapshot, placed in shards), the fetcher
 //! writes a truth directory, and the full validate accepts it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

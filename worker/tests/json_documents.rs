@@ -2,7 +2,7 @@
 //! document the command prints (and the document is one JSON value), so the reference and the
 //! output cannot drift apart.
 
-mod harch_cli;
+use crate::harch_cli;
 
 use harch_cli::root;
 

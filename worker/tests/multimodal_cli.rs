@@ -1,7 +1,7 @@
 //! `show` and `analyze` on a vision-language checkpoint: the text model and the encoder apart,
 //! an image resolution chosen on the command line, images in the prompt.
 
-mod harch_cli;
+use crate::harch_cli;
 
 use harch_cli::run;
 

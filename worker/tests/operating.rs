@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod agent_env;
+use crate::agent_env;
 
 use agent_env::{Env, attempts, stage};
 

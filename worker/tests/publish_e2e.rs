@@ -7,7 +7,7 @@
 //!
 //! Needs the forward source of llama (scripts/fetch-transformers-src).
 
-mod fake_github;
+use crate::fake_github;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-mod agent_env;
+use crate::agent_env;
 
 use agent_env::{Env, stage, stage_attempts};
 

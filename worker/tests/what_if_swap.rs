@@ -2,7 +2,7 @@
 //! another component and dims bound to values, evaluated as any spec is; components compared
 //! per layer at a fixed contract.
 
-mod harch_cli;
+use crate::harch_cli;
 
 use harch_cli::run;
 
