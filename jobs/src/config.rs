@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::stage::Stage;
+
 /// The documented defaults (the repository's `queue.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../../queue.toml");
 
@@ -256,11 +258,9 @@ pub struct PublishSettings {
     pub installation_id: u64,
 }
 
-/// Stages whose work is agent runs (their loop is `pipeline::agent_stage`). Their timeout is
-/// derived from the agent settings unless `stages.timeout_s` names one, which must then leave
-/// room for every run: a stage timeout that fires during a run loses it (it is recorded as
-/// interrupted instead of checked and re-prompted).
-pub const AGENT_STAGES: [&str; 3] = ["generate", "review", "fix"];
+// Agent stages ([`Stage::is_agent`]) have their timeout derived from the agent settings unless
+// `stages.timeout_s` names one, which must then leave room for every run: a stage timeout that
+// fires during a run loses it (it is recorded as interrupted instead of checked and re-prompted).
 /// Seconds each run may take besides `agent.timeout_s`: rebuilding the workspace, the TERM
 /// grace after a timeout, reading back and validating (seconds for the largest models).
 pub const AGENT_RUN_OVERHEAD_S: u64 = 60;
@@ -512,9 +512,9 @@ impl Settings {
         if self.agent.timeout_s == 0 {
             bail!("agent.timeout_s must be at least 1");
         }
-        for stage in AGENT_STAGES {
+        for stage in Stage::AGENT {
             let need = self.agent_stage_need_s(stage);
-            if let Some(&set) = self.stages.timeout_s.get(stage)
+            if let Some(&set) = self.stages.timeout_s.get(stage.name())
                 && set < need
             {
                 bail!(
@@ -582,44 +582,119 @@ impl Settings {
         Duration::from_secs(self.queue.recover_interval_s.max(1))
     }
 
-    /// A stage's timeout: `stages.timeout_s.<stage>`, else for agent stages room for every run
-    /// ([`Settings::agent_stage_timeout_s`]), else `stages.default_timeout_s`.
-    pub fn stage_timeout(&self, stage: &str) -> Duration {
-        let secs = match self.stages.timeout_s.get(stage) {
-            Some(&s) => s,
-            None if AGENT_STAGES.contains(&stage) => self.agent_stage_need_s(stage),
-            None => self.stages.default_timeout_s,
-        };
-        Duration::from_secs(secs)
+    /// A stage's timeout ([`StageSettings::timeout`]).
+    pub fn stage_timeout(&self, stage: Stage) -> Duration {
+        self.stages.timeout(stage, &self.agent, &self.review)
     }
 
-    /// The least timeout an agent loop needs: every run of its budget at its time limit.
+    /// The least timeout an agent loop needs ([`AgentSettings::loop_timeout_s`]).
     pub fn agent_stage_timeout_s(&self) -> u64 {
-        u64::from(self.agent.attempts)
-            .saturating_mul(self.agent.timeout_s.saturating_add(AGENT_RUN_OVERHEAD_S))
-            .saturating_add(AGENT_STAGE_MARGIN_S)
+        self.agent.loop_timeout_s()
     }
 
-    /// Agent loops one run of `stage` may go through: one, except fix, whose every review
-    /// round is a fix loop and a review loop.
-    pub fn agent_loops(&self, stage: &str) -> u64 {
-        match stage {
-            "fix" => 2 * u64::from(self.review.rounds.max(1)),
-            _ => 1,
-        }
+    /// Agent loops one run of `stage` may go through ([`ReviewSettings::agent_loops`]).
+    pub fn agent_loops(&self, stage: Stage) -> u64 {
+        self.review.agent_loops(stage)
     }
 
     /// The least timeout an agent stage needs: every loop it runs at its full budget.
-    pub fn agent_stage_need_s(&self, stage: &str) -> u64 {
-        self.agent_loops(stage)
-            .saturating_mul(self.agent_stage_timeout_s())
+    pub fn agent_stage_need_s(&self, stage: Stage) -> u64 {
+        agent_stage_need_s(stage, &self.agent, &self.review)
     }
 
+    /// Backoff before attempt `attempt + 1` ([`RetrySettings::backoff`]).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        self.retry.backoff(attempt)
+    }
+
+    /// The sections the pipeline reads: its stages, their retries and agents, review and
+    /// publishing, never the queue's own.
+    pub fn pipeline(&self) -> PipelineSettings {
+        PipelineSettings {
+            data_dir: self.worker.data_dir.clone(),
+            cancel_poll_ms: self.worker.cancel_poll_ms,
+            stages: self.stages.clone(),
+            retry: self.retry.clone(),
+            agent: self.agent.clone(),
+            review: self.review.clone(),
+            publish: self.publish.clone(),
+        }
+    }
+}
+
+/// What the pipeline reads of the settings ([`Settings::pipeline`]). The runner reads the
+/// timeouts, retries and cancel poll; each stage gets only its own sections from the dispatch
+/// (an agent stage `agent`, fix also `review`, publish `publish`), never this whole struct.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// Where the job records are (the publish stage's clone defaults to a directory in it).
+    pub data_dir: PathBuf,
+    /// How often a running stage looks for a `cancel` (`worker.cancel_poll_ms`).
+    pub cancel_poll_ms: u64,
+    pub stages: StageSettings,
+    pub retry: RetrySettings,
+    pub agent: AgentSettings,
+    pub review: ReviewSettings,
+    pub publish: PublishSettings,
+}
+
+impl PipelineSettings {
+    /// A stage's timeout ([`StageSettings::timeout`]).
+    pub fn stage_timeout(&self, stage: Stage) -> Duration {
+        self.stages.timeout(stage, &self.agent, &self.review)
+    }
+}
+
+impl StageSettings {
+    /// A stage's timeout: `stages.timeout_s.<stage>`, else for agent stages room for every run
+    /// ([`agent_stage_need_s`]), else `stages.default_timeout_s`.
+    pub fn timeout(
+        &self,
+        stage: Stage,
+        agent: &AgentSettings,
+        review: &ReviewSettings,
+    ) -> Duration {
+        let secs = match self.timeout_s.get(stage.name()) {
+            Some(&s) => s,
+            None if stage.is_agent() => agent_stage_need_s(stage, agent, review),
+            None => self.default_timeout_s,
+        };
+        Duration::from_secs(secs)
+    }
+}
+
+impl AgentSettings {
+    /// The least timeout an agent loop needs: every run of its budget at its time limit.
+    pub fn loop_timeout_s(&self) -> u64 {
+        u64::from(self.attempts)
+            .saturating_mul(self.timeout_s.saturating_add(AGENT_RUN_OVERHEAD_S))
+            .saturating_add(AGENT_STAGE_MARGIN_S)
+    }
+}
+
+impl ReviewSettings {
+    /// Agent loops one run of `stage` may go through: one, except fix, whose every review
+    /// round is a fix loop and a review loop.
+    pub fn agent_loops(&self, stage: Stage) -> u64 {
+        match stage {
+            Stage::Fix => 2 * u64::from(self.rounds.max(1)),
+            _ => 1,
+        }
+    }
+}
+
+/// The least timeout an agent stage needs: every loop it runs at its full budget.
+pub fn agent_stage_need_s(stage: Stage, agent: &AgentSettings, review: &ReviewSettings) -> u64 {
+    review
+        .agent_loops(stage)
+        .saturating_mul(agent.loop_timeout_s())
+}
+
+impl RetrySettings {
     /// Backoff before attempt `attempt + 1`, after `attempt` failures (1-based).
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let r = &self.retry;
-        let exp = r.backoff_factor.powi(attempt.saturating_sub(1) as i32);
-        let ms = (r.backoff_initial_ms as f64 * exp).min(r.backoff_max_ms as f64);
+        let exp = self.backoff_factor.powi(attempt.saturating_sub(1) as i32);
+        let ms = (self.backoff_initial_ms as f64 * exp).min(self.backoff_max_ms as f64);
         Duration::from_millis(ms as u64)
     }
 }
@@ -638,8 +713,8 @@ mod tests {
             s.queue_url().unwrap(),
             QueueUrl::Sqlite(PathBuf::from("queue.sqlite"))
         );
-        assert_eq!(s.stage_timeout("fetch"), Duration::from_secs(300));
-        assert_eq!(s.stage_timeout("unlisted"), Duration::from_secs(600));
+        assert_eq!(s.stage_timeout(Stage::Fetch), Duration::from_secs(300));
+        assert_eq!(s.stage_timeout(Stage::Noop), Duration::from_secs(600));
     }
 
     #[test]
@@ -696,22 +771,35 @@ mod tests {
         s.check().unwrap();
         // 3 × (3600 + 60) + 120: a hanging agent is killed at its own limit, recorded and
         // re-prompted long before the stage's timeout.
-        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(11_100));
-        assert_eq!(s.stage_timeout("review"), s.stage_timeout("generate"));
+        assert_eq!(
+            s.stage_timeout(Stage::Generate),
+            Duration::from_secs(11_100)
+        );
+        assert_eq!(
+            s.stage_timeout(Stage::Review),
+            s.stage_timeout(Stage::Generate)
+        );
         // Fix runs a fix loop and a review loop in each of review.rounds (2) rounds.
-        assert_eq!(s.stage_timeout("fix"), s.stage_timeout("generate") * 4);
-        assert!(s.stage_timeout("generate").as_secs() >= 3 * s.agent.timeout_s);
+        assert_eq!(
+            s.stage_timeout(Stage::Fix),
+            s.stage_timeout(Stage::Generate) * 4
+        );
+        assert!(s.stage_timeout(Stage::Generate).as_secs() >= 3 * s.agent.timeout_s);
         s.apply_env(|k| match k {
             "HARCH_AGENT_TIMEOUT_S" => Some("2".into()),
             "HARCH_AGENT_ATTEMPTS" => Some("2".into()),
             _ => None,
         })
         .unwrap();
-        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        assert_eq!(s.stage_timeout(Stage::Generate), Duration::from_secs(244));
         s.apply_env(|k| (k == "HARCH_REVIEW_ROUNDS").then(|| "3".into()))
             .unwrap();
         assert_eq!(s.review.rounds, 3);
-        assert_eq!(s.stage_timeout("fix"), Duration::from_secs(6 * 244));
+        assert_eq!(s.stage_timeout(Stage::Fix), Duration::from_secs(6 * 244));
+        // The pipeline's view carries the sections the timeout is derived from.
+        let p = s.pipeline();
+        assert_eq!(p.stage_timeout(Stage::Fix), Duration::from_secs(6 * 244));
+        assert_eq!(p.retry.backoff(2), s.backoff(2));
         s.stages.timeout_s.insert("fix".into(), 244);
         let err = s.check().unwrap_err().to_string();
         assert!(err.contains("stages.timeout_s.fix = 244 s"), "{err}");
@@ -726,7 +814,7 @@ mod tests {
         );
         s.stages.timeout_s.insert("generate".into(), 244);
         s.check().unwrap();
-        assert_eq!(s.stage_timeout("generate"), Duration::from_secs(244));
+        assert_eq!(s.stage_timeout(Stage::Generate), Duration::from_secs(244));
         s.agent.timeout_s = 0;
         assert!(
             s.check()

@@ -5,8 +5,11 @@
 //!
 //! No queue backend, no network, no stage: the queue runtime and the pipeline build on this.
 
+pub mod attempt;
 pub mod config;
 pub mod model_id;
 pub mod record;
+pub mod stage;
 pub mod store;
+pub mod summary;
 pub mod text;

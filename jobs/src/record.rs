@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::stage::Stage;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum JobKind {
@@ -16,10 +18,10 @@ pub enum JobKind {
 
 impl JobKind {
     /// The stages a job of this kind runs when `--stages` is not given.
-    pub fn default_stages(self) -> &'static [&'static str] {
+    pub fn default_stages(self) -> &'static [Stage] {
         match self {
-            JobKind::Generate => &["fetch", "generate", "verify", "review", "fix", "publish"],
-            JobKind::Revalidate => &["fetch", "verify"],
+            JobKind::Generate => &Stage::PIPELINE,
+            JobKind::Revalidate => &[Stage::Fetch, Stage::Verify],
         }
     }
 
@@ -119,7 +121,8 @@ impl AgentUsage {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageRecord {
     /// The stage as selected (`fetch`, `sleep:2000`, …).
-    pub name: String,
+    #[serde(rename = "name")]
+    pub stage: Stage,
     pub state: StageState,
     /// Attempts so far, across deliveries.
     pub attempts: u32,
@@ -139,9 +142,9 @@ pub struct StageRecord {
 }
 
 impl StageRecord {
-    pub fn new(name: &str) -> StageRecord {
+    pub fn new(stage: Stage) -> StageRecord {
         StageRecord {
-            name: name.to_string(),
+            stage,
             state: StageState::Pending,
             attempts: 0,
             started_ms: None,
@@ -163,7 +166,7 @@ pub struct JobRequest {
     pub kind: JobKind,
     pub agent: String,
     pub guards: String,
-    pub stages: Vec<String>,
+    pub stages: Vec<Stage>,
     pub priority: u32,
     pub offline: bool,
     /// Generate without the library's own spec of this model (hidden from the agent's workspace
@@ -244,7 +247,11 @@ pub struct JobRecord {
 
 impl JobRecord {
     pub fn new(id: String, request: JobRequest, now_ms: u64) -> JobRecord {
-        let stages = request.stages.iter().map(|s| StageRecord::new(s)).collect();
+        let stages = request
+            .stages
+            .iter()
+            .map(|s| StageRecord::new(*s))
+            .collect();
         JobRecord {
             id,
             request,
@@ -279,8 +286,12 @@ impl JobRecord {
         self.stages.iter().find(|s| s.state != StageState::Done)
     }
 
-    pub fn stage(&self, name: &str) -> Option<&StageRecord> {
-        self.stages.iter().find(|s| s.name == name)
+    pub fn stage(&self, stage: Stage) -> Option<&StageRecord> {
+        self.stages.iter().find(|s| s.stage == stage)
+    }
+
+    pub fn stage_mut(&mut self, stage: Stage) -> Option<&mut StageRecord> {
+        self.stages.iter_mut().find(|s| s.stage == stage)
     }
 }
 
@@ -290,4 +301,64 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A `job.json` as the version before [`Stage`] wrote it (stage names as strings, a probe's
+    /// argument after a colon): it loads, and writes back unchanged.
+    #[test]
+    fn a_record_written_before_stages_were_a_type_loads_and_writes_back_unchanged() {
+        let stage = |name: &str, state: &str, summary: serde_json::Value| {
+            json!({
+                "name": name, "state": state, "attempts": 1, "started_ms": 10,
+                "finished_ms": 20, "work_ms": 10, "artifacts": [], "last_error": null,
+                "usage": {"turns": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+                "summary": summary
+            })
+        };
+        let old = json!({
+            "id": "01JD3XK4F5Q2W8Y6Z7A9B0C1D2",
+            "request": {
+                "model_id": "Qwen/Qwen3-8B", "revision": "main", "kind": "generate",
+                "agent": "claude", "guards": "all",
+                "stages": ["fetch", "generate", "verify", "sleep:2000", "flaky:1"],
+                "priority": 0, "offline": true, "exclude_library_spec": false
+            },
+            "state": "running", "cancel_requested": false, "created_ms": 1, "updated_ms": 2,
+            "started_ms": 3, "finished_ms": null, "deliveries": 1, "attempts": 3, "retries": 0,
+            "last_error": null, "failure": null, "worker": "w1", "queue_tasks": ["t1"],
+            "stages": [
+                stage("fetch", "done", json!({"origin": "snapshot"})),
+                stage("generate", "done", json!({"backend": "claude", "valid": true})),
+                stage("verify", "running", serde_json::Value::Null),
+                stage("sleep:2000", "pending", serde_json::Value::Null),
+                stage("flaky:1", "pending", serde_json::Value::Null),
+            ]
+        });
+        let rec: JobRecord = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(
+            rec.request.stages,
+            [
+                Stage::Fetch,
+                Stage::Generate,
+                Stage::Verify,
+                Stage::Sleep { ms: 2000 },
+                Stage::Flaky { failures: 1 }
+            ]
+        );
+        assert_eq!(rec.current_stage().map(|s| s.stage), Some(Stage::Verify));
+        assert!(rec.stage(Stage::Generate).is_some() && rec.stage(Stage::Fix).is_none());
+        assert_eq!(serde_json::to_value(&rec).unwrap(), old);
+        // A record naming a stage this version does not know is refused, saying which.
+        let mut bad = old;
+        bad["request"]["stages"][0] = json!("lint");
+        let err = serde_json::from_value::<JobRecord>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown stage `lint`"), "{err}");
+    }
 }

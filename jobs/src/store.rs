@@ -346,7 +346,7 @@ mod tests {
             kind: JobKind::Revalidate,
             agent: "claude".into(),
             guards: "full".into(),
-            stages: vec!["noop".into()],
+            stages: vec![crate::stage::Stage::Noop],
             priority: 0,
             offline: true,
             exclude_library_spec: false,

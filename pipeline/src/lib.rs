@@ -14,3 +14,4 @@ pub mod registry;
 pub mod runner;
 pub mod stage;
 pub mod stages;
+pub mod summary;

@@ -5,16 +5,12 @@
 
 use anyhow::bail;
 
-use crate::stage::split_stage_name;
-use harch_jobs::config::{AGENT_STAGES, AgentSettings, Settings};
+use harch_jobs::config::AgentSettings;
 use harch_jobs::record::JobRequest;
 
 /// Whether the request runs an agent at all.
 pub fn uses_agent(request: &JobRequest) -> bool {
-    request
-        .stages
-        .iter()
-        .any(|s| AGENT_STAGES.contains(&split_stage_name(s).0))
+    request.stages.iter().any(|s| s.is_agent())
 }
 
 /// The variables that can hold the backend's key: one of them must be set and non-empty.
@@ -32,19 +28,19 @@ pub fn credential_vars(settings: &AgentSettings, agent: &str) -> anyhow::Result<
 }
 
 /// Checks the backend name (every request with an agent stage).
-pub fn check_backend(settings: &Settings, request: &JobRequest) -> anyhow::Result<()> {
+pub fn check_backend(settings: &AgentSettings, request: &JobRequest) -> anyhow::Result<()> {
     if uses_agent(request) {
-        credential_vars(&settings.agent, &request.agent)?;
+        credential_vars(settings, &request.agent)?;
     }
     Ok(())
 }
 
 /// Checks that the backend's key is set in this process's environment.
-pub fn check_credentials(settings: &Settings, request: &JobRequest) -> anyhow::Result<()> {
+pub fn check_credentials(settings: &AgentSettings, request: &JobRequest) -> anyhow::Result<()> {
     if !uses_agent(request) {
         return Ok(());
     }
-    check_agent_credentials(&settings.agent, &request.agent, |k| std::env::var(k).ok())
+    check_agent_credentials(settings, &request.agent, |k| std::env::var(k).ok())
 }
 
 pub fn check_agent_credentials(
@@ -69,7 +65,7 @@ pub fn check_agent_credentials(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use harch_jobs::config::DEFAULT_TOML;
+    use harch_jobs::config::{DEFAULT_TOML, Settings};
 
     #[test]
     fn missing_keys_are_named_and_unknown_agents_refused() {

@@ -5,17 +5,17 @@ use anyhow::Context;
 
 use super::registry::StageRegistry;
 use super::runner::{WorkerState, run_job};
-use harch_jobs::config::Settings;
+use harch_jobs::config::PipelineSettings;
 use harch_jobs::record::JobRequest;
 use harch_queue::pipeline::{Delivery, Pipeline, Run};
 
 impl Pipeline for StageRegistry {
-    fn check(&self, settings: &Settings, r: &JobRequest) -> anyhow::Result<()> {
+    fn check(&self, settings: &PipelineSettings, r: &JobRequest) -> anyhow::Result<()> {
         self.check_selection(&r.stages)
             .with_context(|| format!("{}: bad --stages", r.model_id))?;
         harch_library::verify::guard_set(&r.guards)
             .with_context(|| format!("{}: bad --guards `{}`", r.model_id, r.guards))?;
-        crate::preflight::check_backend(settings, r)
+        crate::preflight::check_backend(&settings.agent, r)
     }
 
     fn run<'a>(&'a self, d: &'a Delivery, id: &'a str) -> Run<'a> {

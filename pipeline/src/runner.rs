@@ -15,15 +15,16 @@ use tokio::sync::watch;
 use tracing::{Instrument, info, info_span};
 
 use super::registry::StageRegistry;
-use super::stage::{StageContext, StageError, list_files, split_stage_name, stage_dir_name};
-use harch_jobs::config::Settings;
+use super::stage::{StageContext, StageError, list_files};
+use harch_jobs::config::PipelineSettings;
 use harch_jobs::record::{FailureKind, JobRecord, JobState, StageState, now_ms};
+use harch_jobs::stage::Stage;
 use harch_jobs::store::JobStore;
 pub use harch_queue::pipeline::RunOutcome;
 
 /// What a worker process shares with every job it runs.
 pub struct WorkerState {
-    pub settings: Arc<Settings>,
+    pub settings: Arc<PipelineSettings>,
     pub store: JobStore,
     pub registry: StageRegistry,
     pub worker_name: String,
@@ -85,29 +86,29 @@ async fn run_stages(st: &WorkerState, rec: JobRecord) -> anyhow::Result<RunOutco
             "delivery {} on worker {}: stages {}",
             rec.deliveries,
             st.worker_name,
-            rec.request.stages.join(",")
+            Stage::join(&rec.request.stages, ",")
         ),
     )?;
     info!(delivery = rec.deliveries, "job started");
     for idx in 0..rec.stages.len() {
-        let spec = rec.stages[idx].name.clone();
+        let spec = rec.stages[idx].stage;
         if rec.stages[idx].state == StageState::Done {
             continue;
         }
         if *st.shutdown.borrow() {
-            return checkpoint(st, &id, &spec);
+            return checkpoint(st, &id, spec);
         }
         if store.load(&id)?.cancel_requested {
             return finish_cancelled(st, &id).await;
         }
-        let end = run_stage(st, &id, idx, &spec)
+        let end = run_stage(st, &id, idx, spec)
             .instrument(info_span!("stage", stage = %spec))
             .await?;
         match end {
             StageEnd::Done => {}
             StageEnd::Failed(kind, msg) => return finish_failed(st, &id, kind, msg),
             StageEnd::Cancelled => return finish_cancelled(st, &id).await,
-            StageEnd::Checkpointed => return checkpoint(st, &id, &spec),
+            StageEnd::Checkpointed => return checkpoint(st, &id, spec),
         }
     }
     let (_, rec) = store.update(&id, |r| {
@@ -125,24 +126,19 @@ async fn run_stages(st: &WorkerState, rec: JobRecord) -> anyhow::Result<RunOutco
 }
 
 /// Runs one stage until it is done, fails for good, or the job is cancelled or checkpointed.
-async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow::Result<StageEnd> {
+async fn run_stage(
+    st: &WorkerState,
+    id: &str,
+    idx: usize,
+    spec: Stage,
+) -> anyhow::Result<StageEnd> {
     let store = &st.store;
     let settings = &st.settings;
-    let (name, arg) = split_stage_name(spec);
-    let stage = match st.registry.get(spec) {
-        Ok(s) => s,
-        Err(e) => {
-            mark_stage_failed(store, id, idx, &e.to_string())?;
-            return Ok(StageEnd::Failed(
-                FailureKind::Permanent,
-                format!("stage {spec}: {e}"),
-            ));
-        }
-    };
+    let name = spec.name();
     let job_dir = store.job_dir(id)?;
-    let final_dir = job_dir.join(stage_dir_name(spec));
-    let staging = job_dir.join(".staging").join(stage_dir_name(spec));
-    let limit = settings.stage_timeout(name);
+    let final_dir = job_dir.join(spec.dir_name());
+    let staging = job_dir.join(".staging").join(spec.dir_name());
+    let limit = settings.stage_timeout(spec);
     loop {
         let (attempt, job) = store.update(id, |r| {
             r.attempts += 1;
@@ -159,20 +155,19 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
             job,
             job_dir: job_dir.clone(),
             out_dir: staging.clone(),
-            arg: arg.map(str::to_string),
             attempt,
-            settings: settings.clone(),
+            store: store.clone(),
             shutdown: st.shutdown.clone(),
         };
         let started = Instant::now();
         let result = tokio::select! {
-            r = tokio::time::timeout(limit, stage.run(&cx)) => match r {
+            r = tokio::time::timeout(limit, st.registry.run(spec, &cx, settings)) => match r {
                 Ok(r) => r,
                 Err(_) => Err(StageError::transient(format!(
                     "timed out after {} s (stages.timeout_s.{name})", limit.as_secs()
                 ))),
             },
-            _ = cancel_requested(store, id, settings.worker.cancel_poll_ms) => {
+            _ = cancel_requested(store, id, settings.cancel_poll_ms) => {
                 drop(cx);
                 let _ = std::fs::remove_dir_all(&staging);
                 return Ok(StageEnd::Cancelled);
@@ -240,7 +235,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                         format!("stage {spec}: gave up after {attempt} attempts: {msg}"),
                     ));
                 }
-                let wait = settings.backoff(attempt);
+                let wait = settings.retry.backoff(attempt);
                 store.update(id, |r| {
                     r.stages[idx].state = StageState::Pending;
                     r.stages[idx].last_error = Some(msg.clone());
@@ -259,7 +254,7 @@ async fn run_stage(st: &WorkerState, id: &str, idx: usize, spec: &str) -> anyhow
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.wait_for(|stop| *stop) => return Ok(StageEnd::Checkpointed),
-                    _ = cancel_requested(store, id, settings.worker.cancel_poll_ms) => return Ok(StageEnd::Cancelled),
+                    _ = cancel_requested(store, id, settings.cancel_poll_ms) => return Ok(StageEnd::Cancelled),
                 }
             }
         }
@@ -349,7 +344,7 @@ async fn finish_cancelled(st: &WorkerState, id: &str) -> anyhow::Result<RunOutco
     Ok(RunOutcome::Finished(JobState::Cancelled))
 }
 
-fn checkpoint(st: &WorkerState, id: &str, next: &str) -> anyhow::Result<RunOutcome> {
+fn checkpoint(st: &WorkerState, id: &str, next: Stage) -> anyhow::Result<RunOutcome> {
     st.store.update(id, |r| {
         r.state = JobState::Pending;
         Ok(())
@@ -358,6 +353,6 @@ fn checkpoint(st: &WorkerState, id: &str, next: &str) -> anyhow::Result<RunOutco
         id,
         &format!("worker stopping: job checkpointed, resumes at stage {next}"),
     )?;
-    info!(next, "job checkpointed");
+    info!(next = %next, "job checkpointed");
     Ok(RunOutcome::Checkpointed)
 }

@@ -1,13 +1,12 @@
-//! What a pipeline stage is: a named step that writes its artifacts into a fresh directory and
-//! says whether a failure is worth retrying.
+//! What a pipeline stage's work is: a step that writes its artifacts into a fresh directory and
+//! says whether a failure is worth retrying. Which stages exist is [`harch_jobs::stage::Stage`];
+//! which function runs each is [`StageRegistry::run`](super::registry::StageRegistry::run).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-
-use harch_jobs::config::Settings;
 use harch_jobs::record::{AgentUsage, JobRecord};
+use harch_jobs::stage::Stage;
+use harch_jobs::store::JobStore;
 
 /// Why a stage did not complete.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +43,30 @@ pub struct StageOutput {
     pub summary: serde_json::Value,
 }
 
+impl StageOutput {
+    /// A completed stage's output with its summary (one of [`crate::summary`]'s types).
+    pub fn with_summary<T: serde::Serialize>(summary: &T) -> Result<StageOutput, StageError> {
+        Ok(StageOutput {
+            summary: to_json(summary)?,
+            ..StageOutput::default()
+        })
+    }
+}
+
+/// A summary or a part of one as the JSON the job record keeps.
+pub fn to_json<T: serde::Serialize>(summary: &T) -> Result<serde_json::Value, StageError> {
+    serde_json::to_value(summary)
+        .map_err(|e| StageError::permanent(format!("the stage's summary is not JSON: {e}")))
+}
+
+/// The fields of a summary part, to merge into the record's summary object.
+pub fn fields_of<T: serde::Serialize>(part: &T) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(part) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => unreachable!("summary parts are structs, which serialize to objects"),
+    }
+}
+
 /// Everything a stage may look at. A stage writes only under `out_dir`; the runner moves that
 /// directory into place when the stage completes, so a rerun after a crash never sees (or
 /// duplicates) a half-written result.
@@ -52,11 +75,12 @@ pub struct StageContext {
     pub job: JobRecord,
     pub job_dir: PathBuf,
     pub out_dir: PathBuf,
-    /// The part after `:` in the stage name (`sleep:2000` → `2000`).
-    pub arg: Option<String>,
     /// 1 on the first attempt, counted across deliveries.
     pub attempt: u32,
-    pub settings: Arc<Settings>,
+    /// The job store: stages log to the job's event log and agent stages mirror their runs
+    /// into its record as they go. The settings a stage reads come with its dispatch
+    /// ([`StageRegistry::run`](super::registry::StageRegistry::run)), section by section.
+    pub store: JobStore,
     /// Becomes true when the worker is asked to stop. Short stages may ignore it (the runner
     /// lets them finish); long ones (agent runs) stop at once and return an error, and the
     /// runner checkpoints the job instead of counting a failure.
@@ -65,34 +89,13 @@ pub struct StageContext {
 
 impl StageContext {
     /// The committed artifacts of an earlier stage of this job.
-    pub fn stage_dir(&self, stage: &str) -> PathBuf {
-        self.job_dir.join(stage)
+    pub fn stage_dir(&self, stage: Stage) -> PathBuf {
+        self.job_dir.join(stage.dir_name())
     }
 
     pub fn out(&self, file: &str) -> PathBuf {
         self.out_dir.join(file)
     }
-}
-
-/// A pipeline stage. Implementations are registered by name in a
-/// [`StageRegistry`](super::registry::StageRegistry).
-pub trait Stage: Send + Sync {
-    /// Runs the stage once. Must be safe to run again after a crash: it starts from an empty
-    /// `out_dir`, and any effect outside it must be idempotent (look before you create).
-    fn run<'a>(&'a self, cx: &'a StageContext) -> BoxFuture<'a, Result<StageOutput, StageError>>;
-}
-
-/// Splits `name:arg` into its parts.
-pub fn split_stage_name(spec: &str) -> (&str, Option<&str>) {
-    match spec.split_once(':') {
-        Some((name, arg)) => (name, Some(arg)),
-        None => (spec, None),
-    }
-}
-
-/// The directory a stage's artifacts live in once committed (`sleep:20` → `sleep-20`).
-pub fn stage_dir_name(spec: &str) -> String {
-    spec.replace([':', '/'], "-")
 }
 
 /// Lists files under `dir`, relative to `base`, sorted.

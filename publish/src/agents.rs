@@ -1,18 +1,16 @@
 //! What the agents spent on this spec, read from the job record: per agent stage (generate,
-//! review, fix) the backend, model, attempts, turns, tokens and cost. The stages record these
-//! as they run; every field is optional here because the stages evolve separately.
+//! review, fix) the backend, model, attempts, turns, tokens and cost. The stages record their
+//! runs as they go ([`AgentRuns`]); the model is the one the job asked for.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use harch_jobs::record::JobRecord;
+use harch_jobs::stage::Stage;
+use harch_jobs::summary::AgentRuns;
 
-/// The stages that run agents, in pipeline order.
-pub const AGENT_STAGES: [&str; 3] = ["generate", "review", "fix"];
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentStage {
-    pub stage: String,
+    pub stage: Stage,
     pub backend: Option<String>,
     pub model: Option<String>,
     pub attempts: u64,
@@ -25,47 +23,33 @@ pub struct AgentStage {
 
 /// One entry per agent stage the job ran (with or without usage).
 pub fn from_job(job: &JobRecord) -> Vec<AgentStage> {
-    AGENT_STAGES
-        .iter()
-        .filter_map(|name| job.stage(name))
+    Stage::AGENT
+        .into_iter()
+        .filter_map(|stage| job.stage(stage))
         .map(|s| {
-            let sum = &s.summary;
-            let attempts = sum.get("attempts").and_then(Value::as_array);
-            let from_attempts = |key: &str| -> Option<String> {
-                attempts?
-                    .iter()
-                    .rev()
-                    .find_map(|a| a.get(key).and_then(Value::as_str).map(str::to_string))
-            };
-            let wall_ms = attempts
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.get("wall_ms").and_then(Value::as_u64))
-                        .sum()
-                })
-                .unwrap_or(0);
+            let runs = s.summary_as::<AgentRuns>();
             AgentStage {
-                stage: s.name.clone(),
-                backend: str_field(sum, "backend").or_else(|| from_attempts("backend")),
-                model: str_field(sum, "model").or_else(|| from_attempts("model")),
-                attempts: attempts.map_or(0, |a| a.len() as u64),
+                stage: s.stage,
+                backend: runs
+                    .as_ref()
+                    .map(|r| r.backend.clone())
+                    .filter(|b| !b.is_empty()),
+                // The model the job asked the backend for; None: the backend's own default.
+                model: runs
+                    .as_ref()
+                    .and(job.request.agent_model.clone())
+                    .filter(|m| !m.is_empty()),
+                attempts: runs.as_ref().map_or(0, |r| r.attempts.len() as u64),
                 turns: s.usage.turns,
                 input_tokens: s.usage.input_tokens,
                 output_tokens: s.usage.output_tokens,
                 cost_usd: s.usage.cost_usd,
-                wall_ms,
+                wall_ms: runs.as_ref().map_or(0, AgentRuns::wall_ms),
             }
         })
         // A stage that ran no agent (or recorded nothing about it) is not an agent's work.
         .filter(|a| a.backend.is_some() || a.turns > 0 || a.input_tokens > 0 || a.cost_usd > 0.0)
         .collect()
-}
-
-fn str_field(v: &Value, key: &str) -> Option<String> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
 }
 
 /// The `Co-authored-by:` trailers for the agents that wrote or changed the spec: one per
@@ -74,7 +58,7 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
 pub fn co_author_trailers(stages: &[AgentStage]) -> Vec<String> {
     let mut seen = Vec::new();
     for s in stages {
-        if s.stage == "review" {
+        if s.stage == Stage::Review {
             continue; // a reviewer reads the spec; it does not author it
         }
         let Some(b) = &s.backend else { continue };
@@ -125,11 +109,11 @@ mod tests {
                 kind: JobKind::Generate,
                 agent: "claude".into(),
                 guards: "all".into(),
-                stages: vec!["fetch".into(), "generate".into(), "review".into()],
+                stages: vec![Stage::Fetch, Stage::Generate, Stage::Review],
                 priority: 0,
                 offline: true,
                 exclude_library_spec: false,
-                agent_model: None,
+                agent_model: Some("opus\n<x>".into()),
                 ablation: None,
             },
             0,
@@ -139,7 +123,7 @@ mod tests {
         g.attempts = 1;
         g.usage.turns = 5;
         g.usage.cost_usd = 0.5;
-        g.summary = json!({"backend": "claude", "attempts": [{"wall_ms": 10}, {"wall_ms": 5, "model": "opus\n<x>"}]});
+        g.summary = json!({"backend": "claude", "attempts": [{"wall_ms": 10}, {"wall_ms": 5}]});
         let r = &mut job.stages[2];
         r.attempts = 1;
         r.summary = json!({"backend": "codex"});

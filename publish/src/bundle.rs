@@ -16,6 +16,7 @@ pub use super::prepared::{BaseFacts, Prepared};
 use super::provenance::{self, Figures, JobRef, Provenance, ValidateRecord, WarningRecord};
 use super::review::ReviewRecord;
 use harch_jobs::record::{JobRecord, StageState};
+use harch_jobs::stage::Stage;
 use harch_library::candidate::{self, Candidate};
 
 /// Gathers and validates what job `job` produced. CPU-bound: call it off the async threads.
@@ -25,7 +26,7 @@ pub fn prepare(
     spec_root: &Path,
 ) -> Result<Prepared, PublishError> {
     let model_id = job.request.model_id.clone();
-    let truth_dir = job_dir.join("fetch").join("truth");
+    let truth_dir = job_dir.join(Stage::Fetch.dir_name()).join("truth");
     if !truth_dir.is_dir() {
         return Err(PublishError::permanent(format!(
             "publish needs the fetch stage's truth dir ({} is missing): select fetch before publish",
@@ -176,11 +177,11 @@ fn job_candidate(
     spec_root: &Path,
     config: &serde_json::Value,
 ) -> Result<(Candidate, String), PublishError> {
-    for stage in ["fix", "generate"] {
+    for stage in [Stage::Fix, Stage::Generate] {
         let done = job
             .stage(stage)
             .is_some_and(|s| s.state == StageState::Done);
-        let dir = job_dir.join(stage).join("spec");
+        let dir = job_dir.join(stage.dir_name()).join("spec");
         if !done || !dir.join("models").is_dir() {
             continue;
         }
@@ -197,7 +198,7 @@ fn job_candidate(
             .ok_or_else(|| PublishError::permanent(format!("{file} vanished")))?;
         return Ok((c, stage.to_string()));
     }
-    if job.stage("generate").is_some() {
+    if job.stage(Stage::Generate).is_some() {
         return Err(PublishError::permanent(
             "the job's generate stage left no spec: nothing to publish",
         ));
@@ -358,7 +359,7 @@ pub fn commit_message(p: &Prepared, base: &BaseFacts) -> String {
         .provenance
         .agents
         .iter()
-        .filter(|a| a.stage != "review")
+        .filter(|a| a.stage != Stage::Review)
         .filter_map(|a| a.backend.clone())
         .collect();
     let by = if authors.is_empty() {

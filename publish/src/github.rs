@@ -76,7 +76,7 @@ pub struct PrRequest<'a> {
     pub labels: &'a [String],
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PrOutcome {
     pub number: u64,
     pub url: String,

@@ -30,7 +30,7 @@ pub mod review;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use error::PublishError;
 
@@ -57,7 +57,7 @@ pub struct PublishRequest {
 }
 
 /// What a publish did; the stage's summary.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PublishReport {
     /// `dry-run` or `published`.
     pub mode: String,
@@ -80,6 +80,10 @@ pub struct PublishReport {
     pub commit: Option<String>,
     pub pull_request: Option<PrOutcome>,
     pub rate_limit_waits: Vec<String>,
+}
+
+impl harch_jobs::summary::StageSummary for PublishReport {
+    const STAGE: harch_jobs::stage::Stage = harch_jobs::stage::Stage::Publish;
 }
 
 /// Publishes job `req.job`'s spec (see the module docs).
@@ -248,4 +252,40 @@ fn write_artifacts(out: &Path, proposal: &Proposal) -> Result<(), PublishError> 
         .map_err(|e| PublishError::permanent(format!("pr.json: {e}")))?;
     write_atomic(&out.join("pr.json"), &bytes)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The publish stage's summary is this report; a record written before the report could be
+    /// read back reads as it and writes back unchanged.
+    #[test]
+    fn the_report_reads_and_writes_the_recorded_summary() {
+        let old = json!({
+            "mode": "published", "message": "publish: pull request #7 opened",
+            "model_id": "meta-llama/Llama-3.1-8B", "spec": "specs/models/llama.yaml",
+            "spec_origin": "generate", "branch": "harch/llama-3.1-8b", "base": "main",
+            "title": "Add llama", "labels": ["harch"], "draft": true,
+            "draft_reasons": ["not reviewed"], "files": ["specs/models/llama.yaml"],
+            "bundle_id": "abc123", "branch_action": "created", "commit": "deadbeef",
+            "pull_request": {"number": 7, "url": "https://github.example/pr/7",
+                "action": "opened", "draft": true, "labels_added": ["harch"],
+                "labels_removed": [], "draft_unsupported": false},
+            "rate_limit_waits": []
+        });
+        let report: PublishReport = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(report.pull_request.as_ref().map(|p| p.number), Some(7));
+        assert_eq!(serde_json::to_value(&report).unwrap(), old);
+        let dry = json!({
+            "mode": "dry-run", "message": "publish: dry run", "model_id": "o/m",
+            "spec": "specs/models/m.yaml", "spec_origin": "library", "branch": "harch/m",
+            "base": "main", "title": "Add m", "labels": [], "draft": false,
+            "draft_reasons": [], "files": [], "bundle_id": "b", "branch_action": "not-pushed",
+            "commit": null, "pull_request": null, "rate_limit_waits": []
+        });
+        let report: PublishReport = serde_json::from_value(dry.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&report).unwrap(), dry);
+    }
 }

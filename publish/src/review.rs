@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use harch_jobs::record::{JobRecord, StageState};
+use harch_jobs::stage::Stage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,8 +66,12 @@ impl ReviewRecord {
 
     /// Reads the review stage of `job`, if it completed.
     pub fn from_job(job: &JobRecord) -> ReviewRecord {
-        match job.stage("review") {
-            Some(s) if s.state == StageState::Done => ReviewRecord::from_summary(&s.summary),
+        match job.stage(Stage::Review) {
+            Some(s) if s.state == StageState::Done => s
+                .summary_as::<ReviewSummary>()
+                .map_or_else(ReviewRecord::not_reviewed, |r| {
+                    ReviewRecord::from_checked(&r.checked)
+                }),
             _ => ReviewRecord::not_reviewed(),
         }
     }

@@ -25,10 +25,11 @@ pub async fn enqueue(
     pipeline: &dyn Pipeline,
     requests: Vec<JobRequest>,
 ) -> anyhow::Result<Vec<Enqueued>> {
+    let pipeline_settings = settings.pipeline();
     for r in &requests {
         check_model_id(&r.model_id)?;
         check_revision(&r.revision)?;
-        pipeline.check(settings, r)?;
+        pipeline.check(&pipeline_settings, r)?;
     }
     let store = JobStore::open(settings.data_dir())?;
     let mut backend = None;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use harch_jobs::config::Settings;
+use harch_jobs::config::PipelineSettings;
 use harch_jobs::record::{JobRequest, JobState};
 use harch_jobs::store::JobStore;
 
@@ -26,7 +26,8 @@ pub enum RunOutcome {
 /// What a worker hands the pipeline with each delivery.
 #[derive(Clone)]
 pub struct Delivery {
-    pub settings: Arc<Settings>,
+    /// The pipeline's sections of the settings ([`harch_jobs::config::Settings::pipeline`]).
+    pub settings: Arc<PipelineSettings>,
     pub store: JobStore,
     pub worker_name: String,
     /// Becomes true when the worker is asked to stop.
@@ -39,7 +40,7 @@ pub type Run<'a> = Pin<Box<dyn Future<Output = anyhow::Result<RunOutcome>> + Sen
 pub trait Pipeline: Send + Sync + 'static {
     /// Refuses a request this pipeline could not run (its stages, guards, agent backend), before
     /// anything is queued.
-    fn check(&self, settings: &Settings, request: &JobRequest) -> anyhow::Result<()>;
+    fn check(&self, settings: &PipelineSettings, request: &JobRequest) -> anyhow::Result<()>;
     /// Runs one delivery of job `id`: at least once per job, so it must be idempotent.
     fn run<'a>(&'a self, delivery: &'a Delivery, id: &'a str) -> Run<'a>;
 }

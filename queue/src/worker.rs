@@ -76,6 +76,8 @@ pub async fn run_worker(
     opts: WorkerOptions,
 ) -> anyhow::Result<()> {
     let pipeline: Arc<dyn Pipeline> = Arc::new(pipeline);
+    // The pipeline gets its own sections, never the queue's.
+    let pipeline_settings = Arc::new(settings.pipeline());
     let store = JobStore::open(settings.data_dir())?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
@@ -96,7 +98,7 @@ pub async fn run_worker(
         let name = worker_name(generation);
         let state = Arc::new(Shared {
             delivery: Delivery {
-                settings: settings.clone(),
+                settings: pipeline_settings.clone(),
                 store: store.clone(),
                 worker_name: name.clone(),
                 shutdown: stop_rx.clone(),

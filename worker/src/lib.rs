@@ -20,7 +20,7 @@ pub mod queue {
     pub mod cli;
     pub mod logging;
 
-    pub use harch_jobs::{config, model_id, record, store};
+    pub use harch_jobs::{config, model_id, record, stage, store};
     pub use harch_pipeline::preflight;
     pub use harch_queue::{backend, ops, pipeline, recover, redis_keys, worker};
 }

@@ -1,5 +1,6 @@
-//! The agent-stage loop on its own, in process, with a one-page stage (`echo`: the agent must
-//! write `model: ok` to specs/models/m.yaml) and a backend that plays an agent which got past
+//! The agent-stage loop on its own, in process, with a one-page task (`echo`, run as the generate
+//! stage's loop: the agent must write `model: ok` to specs/models/m.yaml) and a backend that
+//! plays an agent which got past
 //! the sandbox: it plants, as the worker's own user, what Landlock refuses a real agent (a link
 //! to a secret, a FIFO, a link to /dev/zero, an oversize file, a linked draft). The worker's own
 //! reading must refuse each with a clear attempt failure and never block; a SIGTERM must stop a
@@ -15,8 +16,9 @@ use harch_worker::pipeline::agent_stage::{
     self, AgentFiles, AgentTask, Attempt, Checked, Ledger, Phase, Prompt, ReadBack,
 };
 use harch_worker::pipeline::stage::{StageContext, StageError};
-use harch_worker::queue::config::{DEFAULT_TOML, Settings};
+use harch_worker::queue::config::{AgentSettings, DEFAULT_TOML, Settings};
 use harch_worker::queue::record::{JobKind, JobRequest};
+use harch_worker::queue::stage::Stage;
 use harch_worker::queue::store::JobStore;
 use serde_json::json;
 
@@ -26,8 +28,8 @@ struct Echo {
 }
 
 impl AgentTask for Echo {
-    fn name(&self) -> &'static str {
-        "echo"
+    fn stage(&self) -> Stage {
+        Stage::Generate
     }
     fn report_file(&self) -> &'static str {
         "check.json"
@@ -110,11 +112,11 @@ impl AgentBackend for Planting {
         let _ = std::fs::remove_file(&m);
         let _ = std::fs::remove_file(&draft);
         match req.label {
-            "echo-1" => std::os::unix::fs::symlink(&self.secret, &m).unwrap(),
-            "echo-2" => mkfifo(&m),
-            "echo-3" => std::os::unix::fs::symlink("/dev/zero", &m).unwrap(),
-            "echo-4" => std::fs::write(&m, vec![b'#'; 5 << 20]).unwrap(),
-            "echo-5" => {
+            "generate-1" => std::os::unix::fs::symlink(&self.secret, &m).unwrap(),
+            "generate-2" => mkfifo(&m),
+            "generate-3" => std::os::unix::fs::symlink("/dev/zero", &m).unwrap(),
+            "generate-4" => std::fs::write(&m, vec![b'#'; 5 << 20]).unwrap(),
+            "generate-5" => {
                 std::fs::write(&m, "model: ok\n").unwrap();
                 std::os::unix::fs::symlink(&self.secret, &draft).unwrap();
             }
@@ -141,6 +143,7 @@ impl AgentBackend for Planting {
 struct Fixture {
     tmp: tempfile::TempDir,
     cx: StageContext,
+    agent: AgentSettings,
     stop: tokio::sync::watch::Sender<bool>,
     secret: PathBuf,
 }
@@ -148,9 +151,8 @@ struct Fixture {
 fn fixture(attempts: u32) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let mut settings = Settings::parse(DEFAULT_TOML, "default").unwrap();
-    settings.worker.data_dir = data.clone();
-    settings.agent.attempts = attempts;
+    let mut agent = Settings::parse(DEFAULT_TOML, "default").unwrap().agent;
+    agent.attempts = attempts;
     let store = JobStore::open(&data).unwrap();
     let request = JobRequest {
         model_id: "org/echo".into(),
@@ -158,7 +160,7 @@ fn fixture(attempts: u32) -> Fixture {
         kind: JobKind::Generate,
         agent: "planting".into(),
         guards: "all".into(),
-        stages: vec!["echo".into()],
+        stages: vec![Stage::Generate],
         priority: 0,
         offline: true,
         exclude_library_spec: false,
@@ -176,14 +178,14 @@ fn fixture(attempts: u32) -> Fixture {
         job,
         job_dir,
         out_dir,
-        arg: None,
         attempt: 1,
-        settings: Arc::new(settings),
+        store,
         shutdown,
     };
     Fixture {
         tmp,
         cx,
+        agent,
         stop,
         secret,
     }
@@ -209,13 +211,13 @@ async fn what_an_escaped_agent_plants_is_refused_run_by_run() {
     // A read that blocked on the FIFO would hang here; the bound turns that into a failure.
     let out = tokio::time::timeout(
         Duration::from_secs(120),
-        agent_stage::run(&f.cx, task, &backend, &limits()),
+        agent_stage::run(&f.cx, &f.agent, task, &backend, &limits()),
     )
     .await
     .expect("the loop wedged")
     .unwrap();
     assert_eq!(out.summary["valid"], true);
-    let ledger = Ledger::load(&f.cx.job_dir, "echo").unwrap();
+    let ledger = Ledger::load(&f.cx.job_dir, Stage::Generate).unwrap();
     let rejected: Vec<_> = ledger
         .attempts
         .iter()
@@ -237,7 +239,7 @@ async fn what_an_escaped_agent_plants_is_refused_run_by_run() {
     }
     assert_eq!(ledger.attempts[5].valid, Some(true));
     // Each run's prompt carries the refusal of the run before.
-    let kept = f.cx.job_dir.join("attempts/echo");
+    let kept = f.cx.job_dir.join("attempts/generate");
     let p2 = std::fs::read_to_string(kept.join("2/prompt.md")).unwrap();
     assert!(
         p2.contains(
@@ -247,7 +249,10 @@ async fn what_an_escaped_agent_plants_is_refused_run_by_run() {
     );
     // Transcripts are kept per run; the secret is nowhere.
     for n in 1..=6 {
-        assert!(kept.join(format!("{n}/echo-{n}.planting.jsonl")).is_file());
+        assert!(
+            kept.join(format!("{n}/generate-{n}.planting.jsonl"))
+                .is_file()
+        );
     }
     for e in walk(f.tmp.path().join("data").as_path()) {
         let text = std::fs::read(&e).unwrap_or_default();
@@ -278,7 +283,7 @@ async fn sigterm_stops_a_hanging_run_at_once_and_does_not_count_it() {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let ledger = Ledger::load(&job_dir, "echo").unwrap();
+            let ledger = Ledger::load(&job_dir, Stage::Generate).unwrap();
             if ledger
                 .attempts
                 .first()
@@ -291,7 +296,7 @@ async fn sigterm_stops_a_hanging_run_at_once_and_does_not_count_it() {
     });
     let err = tokio::time::timeout(
         Duration::from_secs(60),
-        agent_stage::run(&f.cx, task, &backend, &limits()),
+        agent_stage::run(&f.cx, &f.agent, task, &backend, &limits()),
     )
     .await
     .expect("the loop ignored the shutdown")
@@ -300,13 +305,13 @@ async fn sigterm_stops_a_hanging_run_at_once_and_does_not_count_it() {
         matches!(&err, StageError::Transient(m) if m.contains("the worker is stopping")),
         "{err}"
     );
-    let ledger = Ledger::load(&f.cx.job_dir, "echo").unwrap();
+    let ledger = Ledger::load(&f.cx.job_dir, Stage::Generate).unwrap();
     let a = &ledger.attempts[0];
     assert_eq!((a.phase, a.counted), (Phase::Interrupted, false));
     assert_eq!(ledger.counted(0), 0);
     assert!(
         f.cx.job_dir
-            .join("attempts/echo/1/echo-1.planting.jsonl")
+            .join("attempts/generate/1/generate-1.planting.jsonl")
             .is_file()
     );
 }
@@ -333,8 +338,8 @@ struct StopsOnReport {
 }
 
 impl AgentTask for StopsOnReport {
-    fn name(&self) -> &'static str {
-        self.echo.name()
+    fn stage(&self) -> Stage {
+        self.echo.stage()
     }
     fn report_file(&self) -> &'static str {
         self.echo.report_file()
@@ -404,7 +409,7 @@ async fn a_task_that_stops_ends_the_loop_after_one_rejected_run() {
     });
     let err = tokio::time::timeout(
         Duration::from_secs(60),
-        agent_stage::run(&f.cx, task, &Writes("model: cannot\n"), &limits()),
+        agent_stage::run(&f.cx, &f.agent, task, &Writes("model: cannot\n"), &limits()),
     )
     .await
     .expect("the loop wedged")
@@ -413,7 +418,7 @@ async fn a_task_that_stops_ends_the_loop_after_one_rejected_run() {
         matches!(&err, StageError::Permanent(m) if m.contains("the agent reports a DSL gap")),
         "{err}"
     );
-    let ledger = Ledger::load(&f.cx.job_dir, "echo").unwrap();
+    let ledger = Ledger::load(&f.cx.job_dir, Stage::Generate).unwrap();
     assert_eq!(ledger.attempts.len(), 1, "no second run after the stop");
     assert_eq!(ledger.attempts[0].valid, Some(false));
 }

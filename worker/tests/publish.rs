@@ -19,6 +19,7 @@ use harch_worker::publish::config::{Auth, Target, Token};
 use harch_worker::publish::{PublishError, PublishReport, PublishRequest, publish};
 use harch_worker::queue::config::{DEFAULT_TOML, PublishSettings, Settings};
 use harch_worker::queue::record::{JobKind, JobRecord, JobRequest, StageState};
+use harch_worker::queue::stage::Stage;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -99,11 +100,11 @@ impl World {
             spec.join("llama.yaml"),
         )
         .unwrap();
-        let mut stages = vec!["fetch", "generate", "verify"];
+        let mut stages = vec![Stage::Fetch, Stage::Generate, Stage::Verify];
         if review.is_some() {
-            stages.push("review");
+            stages.push(Stage::Review);
         }
-        stages.push("publish");
+        stages.push(Stage::Publish);
         let mut job = JobRecord::new(
             id.into(),
             JobRequest {
@@ -112,7 +113,7 @@ impl World {
                 kind: JobKind::Generate,
                 agent: "claude".into(),
                 guards: "all".into(),
-                stages: stages.iter().map(|s| s.to_string()).collect(),
+                stages,
                 priority: 0,
                 offline: true,
                 exclude_library_spec: true,
@@ -122,16 +123,12 @@ impl World {
             0,
         );
         for s in &mut job.stages {
-            if s.name != "publish" {
+            if s.stage != Stage::Publish {
                 s.state = StageState::Done;
                 s.attempts = 1;
             }
         }
-        let g = job
-            .stages
-            .iter_mut()
-            .find(|s| s.name == "generate")
-            .unwrap();
+        let g = job.stage_mut(Stage::Generate).unwrap();
         g.usage.turns = 5;
         g.usage.input_tokens = 1500;
         g.usage.output_tokens = 150;
@@ -139,11 +136,7 @@ impl World {
         g.summary = json!({"agent": "claude", "backend": "claude", "valid": true,
             "attempts": [{"n": 1, "backend": "claude", "turns": 5, "wall_ms": 42000, "valid": true}]});
         if let Some(r) = review {
-            job.stages
-                .iter_mut()
-                .find(|s| s.name == "review")
-                .unwrap()
-                .summary = r;
+            job.stage_mut(Stage::Review).unwrap().summary = r;
         }
         (job, job_dir)
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::plan::{Plan, PlannedRun};
 use super::run::FILE;
 use harch_jobs::record::{JobKind, JobRequest};
+use harch_jobs::stage::Stage;
 use harch_jobs::store::JobStore;
 
 /// Where a plan's runs stand after [`collect`].
@@ -85,7 +86,7 @@ pub fn request(plan: &Plan, run: &PlannedRun, priority: u32) -> anyhow::Result<J
         kind: JobKind::Generate,
         agent: c.agent.clone(),
         guards: "all".into(),
-        stages: vec!["fetch".into(), "generate".into()],
+        stages: vec![Stage::Fetch, Stage::Generate],
         priority,
         offline: c.offline,
         exclude_library_spec: true,

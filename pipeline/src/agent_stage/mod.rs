@@ -23,10 +23,13 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use harch_agents::{AgentBackend, AgentLimits, AgentRequest};
 use harch_sandbox::Workspace;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::stage::{StageContext, StageError, StageOutput};
+use harch_jobs::config::AgentSettings;
+use harch_jobs::stage::Stage;
 use harch_jobs::store::JobStore;
+use harch_jobs::summary::AgentRuns;
 use kept::Kept;
 pub use ledger::{Attempt, Ledger, Phase};
 pub use readback::{AgentFiles, ReadBack};
@@ -56,8 +59,8 @@ pub struct Checked {
 /// What one agent stage contributes to the loop. Methods that do file I/O or heavy work are
 /// called on blocking threads.
 pub trait AgentTask: Send + Sync + 'static {
-    /// The stage's name: labels its runs (`generate-3`) and names its records.
-    fn name(&self) -> &'static str;
+    /// The stage the loop serves: labels its runs (`generate-3`) and names its records.
+    fn stage(&self) -> Stage;
     /// The name the check's report is kept under in each attempt's directory.
     fn report_file(&self) -> &'static str;
     /// What to read back from the workspace after a run.
@@ -78,7 +81,8 @@ pub trait AgentTask: Send + Sync + 'static {
     fn out_dir(&self, stage_out: &Path) -> std::path::PathBuf {
         stage_out.to_path_buf()
     }
-    /// Stage-specific fields of the stage's summary in the job record.
+    /// Stage-specific fields of the stage's summary in the job record (a part of one of
+    /// [`crate::summary`]'s types, as [`crate::stage::fields_of`] gives it).
     fn summary(&self) -> serde_json::Map<String, Value> {
         serde_json::Map::new()
     }
@@ -98,24 +102,26 @@ pub trait AgentTask: Send + Sync + 'static {
 }
 
 /// Runs `task`'s loop with `backend` to an accepted result, a spent budget, or a stop.
+/// `agent` gives the loop's budget (`agent.attempts`, `agent.max_cost_usd`); `limits`, each run's.
 pub async fn run<T: AgentTask>(
     cx: &StageContext,
+    agent: &AgentSettings,
     task: Arc<T>,
     backend: &dyn AgentBackend,
     limits: &AgentLimits,
 ) -> Result<StageOutput, StageError> {
-    let store = JobStore::open(cx.settings.data_dir()).map_err(transient)?;
     let mirror = Mirror {
-        store,
+        store: cx.store.clone(),
         job_id: cx.job.id.clone(),
-        stage: task.name(),
+        stage: task.stage(),
         backend: backend.name(),
         round: cx.job.retries,
         extra: task.summary(),
     };
-    let ledger = Ledger::load(&cx.job_dir, task.name()).map_err(transient)?;
+    let ledger = Ledger::load(&cx.job_dir, task.stage()).map_err(transient)?;
     let mut l = Loop {
         cx,
+        agent,
         task,
         backend,
         limits,
@@ -170,6 +176,7 @@ pub async fn run<T: AgentTask>(
 /// One agent stage's loop, between runs.
 struct Loop<'a, T: AgentTask> {
     cx: &'a StageContext,
+    agent: &'a AgentSettings,
     task: Arc<T>,
     backend: &'a dyn AgentBackend,
     limits: &'a AgentLimits,
@@ -198,7 +205,7 @@ impl<T: AgentTask> Loop<'_, T> {
     /// Why no further run may start in this round, if so: `agent.attempts` or
     /// `agent.max_cost_usd`.
     fn budget_spent(&self) -> Option<StageError> {
-        let (agent, round, task) = (&self.cx.settings.agent, self.mirror.round, &self.task);
+        let (agent, round, task) = (self.agent, self.mirror.round, &self.task);
         let cycle = task.cycle();
         let spent = self.ledger.counted_in(round, cycle);
         if spent >= agent.attempts {
@@ -233,7 +240,7 @@ impl<T: AgentTask> Loop<'_, T> {
         ws: &Workspace,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Result<u32, StageError> {
-        let (cx, stage, cycle) = (self.cx, self.task.name(), self.task.cycle());
+        let (cx, stage, cycle) = (self.cx, self.task.stage(), self.task.cycle());
         let previous = self
             .ledger
             .attempts
@@ -258,7 +265,7 @@ impl<T: AgentTask> Loop<'_, T> {
         let label = a.label.clone();
         // The run itself stops at what is left of the round's cost budget, not only the check
         // before the next run.
-        let agent = &cx.settings.agent;
+        let agent = self.agent;
         let mut limits = self.limits.clone();
         limits.max_cost_usd = (agent.max_cost_usd > 0.0)
             .then(|| agent.max_cost_usd - self.ledger.cost(self.mirror.round));
@@ -303,7 +310,7 @@ impl<T: AgentTask> Loop<'_, T> {
         };
         let result = match outcome {
             Ok(o) => {
-                a.ran(&o);
+                ledger::ran(a, &o);
                 Ok(n)
             }
             Err(e) => {
@@ -459,7 +466,7 @@ async fn keep_logs(ws: &Workspace, kept: &Kept, label: &str, limits: &AgentLimit
 struct Mirror {
     store: JobStore,
     job_id: String,
-    stage: &'static str,
+    stage: Stage,
     backend: &'static str,
     round: u32,
     extra: serde_json::Map<String, Value>,
@@ -467,16 +474,18 @@ struct Mirror {
 
 impl Mirror {
     fn summary(&self, ledger: &Ledger) -> Value {
-        let mut s = json!({
-            "backend": self.backend,
-            "round": self.round,
-            "valid": ledger.attempts.last().and_then(|a| a.valid).unwrap_or(false),
-            "attempts": ledger.attempts,
+        let mut s = crate::stage::fields_of(&AgentRuns {
+            backend: self.backend.to_string(),
+            round: self.round,
+            valid: ledger
+                .attempts
+                .last()
+                .and_then(|a| a.valid)
+                .unwrap_or(false),
+            attempts: ledger.attempts.clone(),
         });
-        if let Value::Object(m) = &mut s {
-            m.extend(self.extra.clone());
-        }
-        s
+        s.extend(self.extra.clone());
+        Value::Object(s)
     }
 
     fn save(&self, ledger: &Ledger) {
@@ -486,7 +495,7 @@ impl Mirror {
         let summary = self.summary(ledger);
         let usage = ledger.total_usage();
         let res = self.store.update(&self.job_id, |r| {
-            if let Some(s) = r.stages.iter_mut().find(|s| s.name == self.stage) {
+            if let Some(s) = r.stage_mut(self.stage) {
                 // Merged, not replaced: a stage's own fields (a review's verdict) stay while a
                 // later round's runs are mirrored.
                 match (&mut s.summary, summary) {

@@ -19,37 +19,31 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use futures_util::future::BoxFuture;
 use harch_guards::GuardSet;
 use harch_prompts::{FixInput, render_fix};
 use harch_review::{Checked as Review, WorkOrder, work_orders};
 use harch_sandbox::Workspace;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::generate::{
     Staged, backend_for, limits, notes, perm, prepare_staged, prior_errors, validation_checked,
 };
-use super::review::{CHECKED_FILE, Round, job_spec, merge, record_round, review_spec};
+use super::review::{CHECKED_FILE, Round, job_spec, record_round, review_spec};
 use crate::agent_stage::{self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack};
-use crate::stage::{Stage, StageContext, StageError, StageOutput};
+use crate::stage::{StageContext, StageError, StageOutput, fields_of};
+use crate::summary::{AgentTaskFields, FixRound, FixSummary};
+use harch_jobs::config::{AgentSettings, ReviewSettings};
 use harch_jobs::record::StageState;
-use harch_jobs::store::{JobStore, write_atomic};
+use harch_jobs::stage::Stage;
+use harch_jobs::store::write_atomic;
 use harch_library::candidate::{self, Candidate};
-
-pub struct FixStage;
-
-impl Stage for FixStage {
-    fn run<'a>(&'a self, cx: &'a StageContext) -> BoxFuture<'a, Result<StageOutput, StageError>> {
-        Box::pin(fix(cx))
-    }
-}
 
 /// The review stage's checked review; the fix stage cannot run without it.
 fn first_review(cx: &StageContext) -> Result<Review, StageError> {
-    let path = cx.stage_dir("review").join(CHECKED_FILE);
+    let path = cx.stage_dir(Stage::Review).join(CHECKED_FILE);
     let done = cx
         .job
-        .stage("review")
+        .stage(Stage::Review)
         .is_some_and(|s| s.state == StageState::Done);
     if !done || !path.is_file() {
         return Err(perm(format!(
@@ -61,23 +55,38 @@ fn first_review(cx: &StageContext) -> Result<Review, StageError> {
     serde_json::from_slice(&bytes).map_err(|e| perm(format!("{}: {e}", path.display())))
 }
 
-async fn fix(cx: &StageContext) -> Result<StageOutput, StageError> {
+/// Runs the fix stage with `[agent]` and `[review]` (its rounds).
+pub async fn run(
+    cx: &StageContext,
+    agent: &AgentSettings,
+    review: &ReviewSettings,
+) -> Result<StageOutput, StageError> {
     let mut last = first_review(cx)?;
     if last.passed() {
-        return Ok(StageOutput {
-            summary: json!({"needed": false, "recorded": last.recorded, "rounds": []}),
-            ..StageOutput::default()
+        return StageOutput::with_summary(&FixSummary {
+            runs: None,
+            task: None,
+            needed: false,
+            fixed_in_round: None,
+            recorded: last.recorded,
+            rounds: Vec::new(),
         });
     }
     let req = &cx.job.request;
-    let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
+    let backend = backend_for(&req.agent, agent).map_err(perm)?;
     let guards = candidate::guard_set(&req.guards).map_err(perm)?;
-    let mut spec = job_spec(cx, "fix")?;
+    let mut spec = job_spec(cx, Stage::Fix)?;
     let mut rounds = Vec::new();
     let mut fixed_in = None;
     let mut fix_summary = Value::Null;
-    for k in 1..=cx.settings.review.rounds {
-        let staged = prepare_staged(cx, "fix", &format!("fix-{k}")).await?;
+    for k in 1..=review.rounds {
+        let staged = prepare_staged(
+            cx,
+            agent,
+            Stage::Fix,
+            &format!("{}-{k}", Stage::Fix.dir_name()),
+        )
+        .await?;
         // Work orders come from a validation run now, never from the one generate or verify saw.
         let (staged, orders) = tokio::task::spawn_blocking({
             let (spec, guards, last) = (spec.clone(), guards.clone(), last.clone());
@@ -108,12 +117,11 @@ async fn fix(cx: &StageContext) -> Result<StageOutput, StageError> {
                 review: last.clone(),
                 model_id: req.model_id.clone(),
                 agent: req.agent.clone(),
-                notes: notes(cx),
+                notes: notes(agent),
                 cycle: k,
                 accepted: Mutex::new(None),
             });
-            let out =
-                agent_stage::run(cx, task.clone(), &*backend, &limits(&cx.settings.agent)).await?;
+            let out = agent_stage::run(cx, agent, task.clone(), &*backend, &limits(agent)).await?;
             fix_summary = out.summary;
             spec = task
                 .accepted
@@ -125,6 +133,7 @@ async fn fix(cx: &StageContext) -> Result<StageOutput, StageError> {
         }
         let reviewed = review_spec(
             cx,
+            agent,
             Round {
                 cycle: k,
                 spec: spec.clone(),
@@ -135,15 +144,15 @@ async fn fix(cx: &StageContext) -> Result<StageOutput, StageError> {
         .await?;
         last = reviewed.review;
         record_round(cx, &last, k);
-        rounds.push(json!({
-            "round": k,
-            "work_orders": orders.len(),
-            "actionable": actionable,
-            "fixed": actionable > 0,
-            "recorded": last.recorded,
-            "rows": last.rows,
-            "defects": last.defect_tally,
-        }));
+        rounds.push(FixRound {
+            round: k,
+            work_orders: orders.len(),
+            actionable,
+            fixed: actionable > 0,
+            recorded: last.recorded,
+            rows: last.rows,
+            defects: last.defect_tally,
+        });
         if last.passed() {
             break;
         }
@@ -160,26 +169,23 @@ async fn fix(cx: &StageContext) -> Result<StageOutput, StageError> {
     .await
     .map_err(perm)?
     .map_err(|e| StageError::transient(format!("{e:#}")))?;
-    let mut summary = fix_summary;
-    let Value::Object(fields) = json!({
-        "needed": true,
-        "fixed_in_round": fixed_in,
-        "recorded": last.recorded,
-        "rounds": rounds,
-    }) else {
-        unreachable!("a JSON object literal")
-    };
-    merge(&mut summary, fields);
-    Ok(StageOutput {
-        summary,
-        ..StageOutput::default()
+    // The last fix loop's runs and task, as its loop recorded them (none when no round had
+    // anything to fix).
+    fn part<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+        T::deserialize(v).ok()
+    }
+    StageOutput::with_summary(&FixSummary {
+        runs: part(&fix_summary),
+        task: part(&fix_summary),
+        needed: true,
+        fixed_in_round: Some(fixed_in),
+        recorded: last.recorded,
+        rounds,
     })
 }
 
 fn log(cx: &StageContext, line: &str) {
-    if let Ok(store) = JobStore::open(cx.settings.data_dir()) {
-        store.log(&cx.job.id, line).ok();
-    }
+    cx.store.log(&cx.job.id, line).ok();
     tracing::info!("{line}");
 }
 
@@ -200,8 +206,8 @@ struct FixTask {
 }
 
 impl AgentTask for FixTask {
-    fn name(&self) -> &'static str {
-        "fix"
+    fn stage(&self) -> Stage {
+        Stage::Fix
     }
 
     fn report_file(&self) -> &'static str {
@@ -289,13 +295,10 @@ impl AgentTask for FixTask {
     }
 
     fn summary(&self) -> Map<String, Value> {
-        let Value::Object(m) = json!({
-            "agent": self.agent,
-            "spec": self.spec.model_key,
-        }) else {
-            unreachable!("a JSON object literal")
-        };
-        m
+        fields_of(&AgentTaskFields {
+            agent: self.agent.clone(),
+            spec: self.spec.model_key.clone(),
+        })
     }
 
     fn cycle(&self) -> u32 {

@@ -17,7 +17,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use futures_util::future::BoxFuture;
 use harch_prompts::{PriorErrors, ReviewInput, render_review};
 use harch_review::{Checked as Review, Facts, ReviewRound, ReviewSummary, SpecNodes};
 use harch_sandbox::Workspace;
@@ -25,11 +24,16 @@ use serde_json::{Map, Value, json};
 
 use super::generate::{backend_for, limits, notes, perm, prepare_staged, prior_errors};
 use crate::agent_stage::{self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack};
-use crate::stage::{Stage, StageContext, StageError, StageOutput};
+use crate::stage::{StageContext, StageError, StageOutput, fields_of};
+use crate::summary::{AgentTaskFields, ReviewHistory, ReviewVerdict};
+use harch_jobs::config::AgentSettings;
 use harch_jobs::record::StageState;
-use harch_jobs::store::{JobStore, write_atomic};
+use harch_jobs::stage::Stage;
+use harch_jobs::store::write_atomic;
 use harch_library::candidate::{self, Candidate};
 
+/// The workspace directory the review agent may write (its report).
+const REVIEW_DIR: &str = "review";
 /// Where the agent writes its report, relative to the workspace root.
 pub const REPORT_PATH: &str = "review/review.yaml";
 /// The checked review in a stage's (or a round's) output dir.
@@ -37,35 +41,30 @@ pub const CHECKED_FILE: &str = "checked.json";
 /// Where the spec under review is staged read-only, relative to `specs/`.
 const REVIEWED_DIR: &str = "reviewed";
 
-pub struct ReviewStage;
-
-impl Stage for ReviewStage {
-    fn run<'a>(&'a self, cx: &'a StageContext) -> BoxFuture<'a, Result<StageOutput, StageError>> {
-        Box::pin(async move {
-            let spec = job_spec(cx, "review")?;
-            let done = review_spec(
-                cx,
-                Round {
-                    cycle: 0,
-                    spec,
-                    previous: None,
-                    out: cx.out_dir.clone(),
-                },
-            )
-            .await?;
-            let mut output = done.output;
-            let mut verdict = verdict_summary(&done.review, 0);
-            verdict.insert("history".into(), json!([history_entry(&done.review, 0)]));
-            merge(&mut output.summary, verdict);
-            Ok(output)
-        })
-    }
+/// Runs the review stage with `[agent]`.
+pub async fn run(cx: &StageContext, agent: &AgentSettings) -> Result<StageOutput, StageError> {
+    let spec = job_spec(cx, Stage::Review)?;
+    let done = review_spec(
+        cx,
+        agent,
+        Round {
+            cycle: 0,
+            spec,
+            previous: None,
+            out: cx.out_dir.clone(),
+        },
+    )
+    .await?;
+    let mut output = done.output;
+    let verdict = verdict_fields(&done.review, 0, Vec::new());
+    merge(&mut output.summary, verdict);
+    Ok(output)
 }
 
 /// The spec the job has now: the fix stage's, else the generate stage's, else (a job that runs
 /// no generate) the library spec serving the model's architectures.
-pub(crate) fn job_spec(cx: &StageContext, stage: &str) -> Result<Candidate, StageError> {
-    for earlier in ["fix", "generate"] {
+pub(crate) fn job_spec(cx: &StageContext, stage: Stage) -> Result<Candidate, StageError> {
+    for earlier in [Stage::Fix, Stage::Generate] {
         let done = cx
             .job
             .stage(earlier)
@@ -75,7 +74,7 @@ pub(crate) fn job_spec(cx: &StageContext, stage: &str) -> Result<Candidate, Stag
             return candidate::read_stage_spec(&dir).map_err(|e| perm(format!("{e:#}")));
         }
     }
-    if cx.job.stage("generate").is_some() {
+    if cx.job.stage(Stage::Generate).is_some() {
         return Err(perm(format!(
             "{stage} needs a spec: the generate stage left none"
         )));
@@ -109,15 +108,19 @@ pub(crate) struct Reviewed {
 }
 
 /// Runs the review loop on `round.spec` to a well-formed, checked report.
-pub(crate) async fn review_spec(cx: &StageContext, round: Round) -> Result<Reviewed, StageError> {
+pub(crate) async fn review_spec(
+    cx: &StageContext,
+    agent: &AgentSettings,
+    round: Round,
+) -> Result<Reviewed, StageError> {
     let req = &cx.job.request;
-    let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
+    let backend = backend_for(&req.agent, agent).map_err(perm)?;
     let guards = candidate::guard_set(&req.guards).map_err(perm)?;
     let work = match round.cycle {
-        0 => "review".to_string(),
+        0 => Stage::Review.dir_name(),
         k => format!("review-{k}"),
     };
-    let staged = prepare_staged(cx, "review", &work).await?;
+    let staged = prepare_staged(cx, agent, Stage::Review, &work).await?;
     let reviewed_src = cx.job_dir.join("work").join(&work).join("reviewed-src");
     let spec = round.spec.clone();
     // The worker writes the spec it reviews and evaluates it for the node paths rows may name.
@@ -140,7 +143,7 @@ pub(crate) async fn review_spec(cx: &StageContext, round: Round) -> Result<Revie
         };
         let mut staged = staged;
         staged.add_read_only(REVIEWED_DIR, reviewed_src);
-        staged.add_writable("review");
+        staged.add_writable(REVIEW_DIR);
         let paths: Vec<String> = analysis.nodes.iter().map(|n| n.id.clone()).collect();
         Ok((staged, paths))
     })
@@ -164,12 +167,12 @@ pub(crate) async fn review_spec(cx: &StageContext, round: Round) -> Result<Revie
         previous: round.previous,
         model_id: req.model_id.clone(),
         agent: req.agent.clone(),
-        notes: notes(cx),
+        notes: notes(agent),
         cycle: round.cycle,
         out: round.out,
         accepted: Mutex::new(None),
     });
-    let output = agent_stage::run(cx, task.clone(), &*backend, &limits(&cx.settings.agent)).await?;
+    let output = agent_stage::run(cx, agent, task.clone(), &*backend, &limits(agent)).await?;
     let review = task
         .accepted
         .lock()
@@ -179,18 +182,19 @@ pub(crate) async fn review_spec(cx: &StageContext, round: Round) -> Result<Revie
     Ok(Reviewed { review, output })
 }
 
-/// What the job record shows of a checked review: the verdict, its reasons and the counts; the
-/// whole checked review under `checked` (the publish stage reads it from there).
-pub(crate) fn verdict_summary(c: &Review, cycle: u32) -> Map<String, Value> {
-    match serde_json::to_value(ReviewSummary::of(c, cycle)) {
-        Ok(Value::Object(m)) => m,
-        _ => unreachable!("a struct of strings, numbers and lists serializes to an object"),
-    }
-}
-
-/// One line of the review record's `history`: each round's verdict and counts.
-pub(crate) fn history_entry(c: &Review, cycle: u32) -> Value {
-    serde_json::to_value(ReviewRound::of(c, cycle)).unwrap_or(Value::Null)
+/// What the job record shows of a checked review: the verdict, its reasons and the counts, the
+/// whole checked review under `checked` (the publish stage reads it from there), and the review
+/// history with this round added.
+pub(crate) fn verdict_fields(
+    c: &Review,
+    cycle: u32,
+    mut history: Vec<ReviewRound>,
+) -> Map<String, Value> {
+    history.push(ReviewRound::of(c, cycle));
+    fields_of(&ReviewVerdict {
+        last: ReviewSummary::of(c, cycle),
+        history,
+    })
 }
 
 /// Sets `fields` in a summary object.
@@ -204,33 +208,30 @@ pub(crate) fn merge(summary: &mut Value, fields: Map<String, Value>) {
 /// Records a later round's review in the review stage's record, so the job record and `status`
 /// show the last verdict and every round's counts.
 pub(crate) fn record_round(cx: &StageContext, review: &Review, cycle: u32) {
-    let res = JobStore::open(cx.settings.data_dir()).and_then(|store| {
-        store.update(&cx.job.id, |r| {
-            if let Some(s) = r.stages.iter_mut().find(|s| s.name == "review") {
-                let mut history = s
-                    .summary
-                    .get("history")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                history.push(history_entry(review, cycle));
-                let mut fields = verdict_summary(review, cycle);
-                fields.insert("history".into(), Value::Array(history));
-                merge(&mut s.summary, fields);
+    let store = &cx.store;
+    let res = store
+        .update(&cx.job.id, |r| {
+            if let Some(s) = r.stage_mut(Stage::Review) {
+                let earlier = s.summary_as::<ReviewHistory>().unwrap_or_default();
+                merge(
+                    &mut s.summary,
+                    verdict_fields(review, cycle, earlier.history),
+                );
             }
             Ok(())
-        })?;
-        store.log(
-            &cx.job.id,
-            &format!(
-                "review round {cycle}: recorded {} ({} of {} rows verified, {} defects)",
-                review.recorded,
-                review.rows.verified,
-                review.mapping.len(),
-                review.defects.len()
-            ),
-        )
-    });
+        })
+        .and_then(|_| {
+            store.log(
+                &cx.job.id,
+                &format!(
+                    "review round {cycle}: recorded {} ({} of {} rows verified, {} defects)",
+                    review.recorded,
+                    review.rows.verified,
+                    review.mapping.len(),
+                    review.defects.len()
+                ),
+            )
+        });
     if let Err(e) = res {
         tracing::warn!(error = %format!("{e:#}"), "cannot record the review round");
     }
@@ -254,8 +255,8 @@ struct ReviewTask {
 }
 
 impl AgentTask for ReviewTask {
-    fn name(&self) -> &'static str {
-        "review"
+    fn stage(&self) -> Stage {
+        Stage::Review
     }
 
     fn report_file(&self) -> &'static str {
@@ -359,13 +360,10 @@ impl AgentTask for ReviewTask {
     }
 
     fn summary(&self) -> Map<String, Value> {
-        let Value::Object(m) = json!({
-            "agent": self.agent,
-            "spec": self.spec.model_key,
-        }) else {
-            unreachable!("a JSON object literal")
-        };
-        m
+        fields_of(&AgentTaskFields {
+            agent: self.agent.clone(),
+            spec: self.spec.model_key.clone(),
+        })
     }
 
     fn cycle(&self) -> u32 {

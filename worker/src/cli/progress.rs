@@ -92,18 +92,18 @@ impl Transitions {
                 StageState::Running if was != StageState::Running || s.attempts > was_attempts => {
                     lines.push(format!(
                         "{who}: {} started (attempt {})",
-                        s.name, s.attempts
+                        s.stage, s.attempts
                     ));
                 }
                 StageState::Done if was != StageState::Done => {
-                    lines.push(format!("{who}: {} done in {}", s.name, fmt_ms(s.work_ms)));
+                    lines.push(format!("{who}: {} done in {}", s.stage, fmt_ms(s.work_ms)));
                 }
                 // A transient failure: the stage waits for its next attempt.
                 StageState::Pending if was == StageState::Running && !rec.state.is_final() => {
                     if let Some(e) = &s.last_error {
                         lines.push(format!(
                             "{who}: {} attempt {} failed, will retry: {e}",
-                            s.name, s.attempts
+                            s.stage, s.attempts
                         ));
                     }
                 }

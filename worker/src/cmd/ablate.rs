@@ -131,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.skip_credential_check
         && let Some(r) = requests.first()
     {
-        preflight::check_credentials(&settings, r).map_err(crate::cli::usage)?;
+        preflight::check_credentials(&settings.agent, r).map_err(crate::cli::usage)?;
     }
     let registry = StageRegistry::builtin();
     let queued =

@@ -15,6 +15,7 @@ use harch_worker::queue::cli::{block_on, setup};
 use harch_worker::queue::config::{QueueFlags, Settings};
 use harch_worker::queue::ops::enqueue;
 use harch_worker::queue::record::{JobKind, JobRequest, JobState};
+use harch_worker::queue::stage::Stage;
 use harch_worker::queue::store::JobStore;
 use harch_worker::queue::worker::{WorkerOptions, interrupted, run_worker};
 
@@ -189,7 +190,7 @@ async fn measure(settings: Arc<Settings>, backend: &str, n: usize) -> anyhow::Re
             kind: JobKind::Revalidate,
             agent: "none".into(),
             guards: "all".into(),
-            stages: vec!["noop".into()],
+            stages: vec![Stage::Noop],
             priority: 0,
             offline: true,
             exclude_library_spec: false,

@@ -8,6 +8,7 @@ use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::ops::enqueue;
 use harch_worker::queue::preflight;
 use harch_worker::queue::record::{JobKind, JobRequest};
+use harch_worker::queue::stage::Stage;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,7 +32,7 @@ pub struct Args {
     /// publish (those this build has); a stage's needs must be selected too (verify needs
     /// fetch). Default: the kind's stages (generate: all; revalidate: fetch,verify).
     #[arg(long, value_delimiter = ',')]
-    pub stages: Option<Vec<String>>,
+    pub stages: Option<Vec<Stage>>,
     /// Higher runs first.
     #[arg(long, default_value_t = 0)]
     pub priority: u32,
@@ -81,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     if !args.skip_credential_check {
         for r in &requests {
-            preflight::check_credentials(&settings, r).map_err(crate::cli::usage)?;
+            preflight::check_credentials(&settings.agent, r).map_err(crate::cli::usage)?;
         }
     }
     let queued =

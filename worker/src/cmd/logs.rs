@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use harch_worker::pipeline::agent_stage::{Attempt, Ledger};
 use harch_worker::queue::cli::setup;
-use harch_worker::queue::config::{AGENT_STAGES, QueueFlags};
+use harch_worker::queue::config::QueueFlags;
+use harch_worker::queue::stage::Stage;
 use harch_worker::queue::store::JobStore;
 
 #[derive(clap::Args)]
@@ -24,7 +25,7 @@ pub struct Args {
     pub attempt: Option<u32>,
     /// The agent stage of the run (default: the first of generate, review, fix that has it).
     #[arg(long, requires = "attempt")]
-    pub stage: Option<String>,
+    pub stage: Option<Stage>,
     /// Print one kept file of the run whole instead.
     #[arg(long, requires = "attempt", value_enum)]
     pub show: Option<Show>,
@@ -110,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let (stage, attempt) = find(&job_dir, args.stage.as_deref(), n)?;
+    let (stage, attempt) = find(&job_dir, args.stage, n)?;
     let dir = job_dir.join(&attempt.dir);
     let files = kept_files(&dir);
     let pick = |suffix: &str| {
@@ -167,21 +168,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The attempt's stage and record.
-fn find(job_dir: &Path, stage: Option<&str>, n: u32) -> anyhow::Result<(String, Attempt)> {
-    let stages: Vec<&str> = match stage {
+fn find(job_dir: &Path, stage: Option<Stage>, n: u32) -> anyhow::Result<(Stage, Attempt)> {
+    let stages: Vec<Stage> = match stage {
         Some(s) => vec![s],
-        None => AGENT_STAGES.to_vec(),
+        None => Stage::AGENT.to_vec(),
     };
-    for s in &stages {
+    for &s in &stages {
         let ledger = Ledger::load(job_dir, s)?;
         if let Some(a) = ledger.attempts.into_iter().find(|a| a.n == n) {
-            return Ok((s.to_string(), a));
+            return Ok((s, a));
         }
     }
     bail!(
         "job {} has no agent run {n} in stage {} (`status {}` lists its runs)",
         job_dir.file_name().unwrap_or_default().to_string_lossy(),
-        stages.join(" or "),
+        Stage::join(&stages, " or "),
         job_dir.file_name().unwrap_or_default().to_string_lossy(),
     )
 }
@@ -213,7 +214,7 @@ fn kept_files(dir: &Path) -> Vec<String> {
 }
 
 fn describe(
-    stage: &str,
+    stage: &Stage,
     a: &Attempt,
     dir: &Path,
     files: &[String],

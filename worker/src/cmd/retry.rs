@@ -17,7 +17,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::cli::out::print_json(&rec)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let resume = rec.current_stage().map(|s| s.name.as_str()).unwrap_or("-");
+    let resume = rec
+        .current_stage()
+        .map_or_else(|| "-".to_string(), |s| s.stage.to_string());
     outln!(
         "{} queued again (resumes at stage {resume}; agent stages get a fresh budget of {} runs)",
         rec.id,

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use harch_worker::pipeline::registry::StageRegistry;
+use harch_worker::pipeline::summary::{FetchSummary, VerifySummary};
 use harch_worker::queue::cli::{block_on, fmt_ms, setup_worker};
 use harch_worker::queue::config::QueueFlags;
 use harch_worker::queue::ops::enqueue;
@@ -56,11 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             kind: JobKind::Revalidate,
             agent: "none".into(),
             guards: settings.agent.guards.clone(),
-            stages: JobKind::Revalidate
-                .default_stages()
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            stages: JobKind::Revalidate.default_stages().to_vec(),
             priority: 0,
             offline: args.offline,
             exclude_library_spec: false,
@@ -155,42 +152,25 @@ struct Row {
 
 impl Row {
     fn of(r: &JobRecord) -> Row {
-        let verify = r.stage("verify").map(|s| &s.summary);
-        let fetch = r.stage("fetch").map(|s| &s.summary);
-        let num = |k: &str| verify.and_then(|v| v.get(k)).and_then(|v| v.as_u64());
-        let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
-        let truth = text(fetch.and_then(|f| f.get("origin"))).map(|origin| {
-            match text(fetch.and_then(|f| f.get("revision"))) {
-                Some(rev) if origin != "snapshot" => format!("{origin}@{rev}"),
-                _ => origin,
-            }
-        });
+        let verify = r.summary::<VerifySummary>();
+        let fetch = r.summary::<FetchSummary>();
+        let v = verify.as_ref();
         Row {
             model_id: r.request.model_id.clone(),
-            spec: text(verify.and_then(|v| v.get("spec"))),
-            truth,
-            guards: verify
-                .and_then(|v| v.get("guards"))
-                .and_then(|g| g.as_array())
-                .map(|g| {
-                    g.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            valid: verify
-                .and_then(|v| v.get("valid"))
-                .and_then(|v| v.as_bool()),
-            errors: num("errors"),
-            warnings: num("warnings"),
-            matched_tensors: num("matched_tensors"),
-            checkpoint_tensors: num("checkpoint_tensors"),
+            spec: v.map(|v| v.spec.clone()),
+            truth: fetch.map(|f| f.truth_line()),
+            guards: v.and_then(|v| v.guards.clone()).unwrap_or_default(),
+            valid: v.map(|v| v.valid),
+            errors: v.map(|v| v.errors),
+            warnings: v.map(|v| v.warnings),
+            matched_tensors: v.and_then(|v| v.matched_tensors),
+            checkpoint_tensors: v.and_then(|v| v.checkpoint_tensors),
             state: r.state.as_str(),
             time_ms: match (r.started_ms, r.finished_ms) {
                 (Some(s), Some(f)) => Some(f.saturating_sub(s)),
                 _ => None,
             },
-            declared_gap: text(verify.and_then(|v| v.get("declared_gap"))),
+            declared_gap: v.and_then(|v| v.declared_gap.clone()),
             error: (r.state != JobState::Succeeded).then(|| {
                 r.last_error
                     .clone()

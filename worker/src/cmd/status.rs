@@ -4,10 +4,12 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use harch_worker::pipeline::agent_stage::Attempt;
+use harch_review::{Decision, Tally};
+use harch_worker::pipeline::summary::{AgentRuns, FixSummary, ReviewHistory};
 use harch_worker::queue::cli::{fmt_ms, fmt_time, setup};
 use harch_worker::queue::config::QueueFlags;
-use harch_worker::queue::record::{JobRecord, JobState, StageState, now_ms};
+use harch_worker::queue::record::{JobRecord, JobState, StageRecord, StageState, now_ms};
+use harch_worker::queue::stage::Stage;
 use harch_worker::queue::store::JobStore;
 
 #[derive(clap::Args)]
@@ -146,12 +148,12 @@ fn detail(rec: &JobRecord) -> String {
         };
         out += &format!(
             "  {:<12} {:<8} attempts {:<3} work {:>9}",
-            s.name,
+            s.stage,
             state,
             s.attempts,
             fmt_ms(s.work_ms)
         );
-        let runs = s.summary.get("attempts").and_then(|a| a.as_array());
+        let runs = s.summary_as::<AgentRuns>().map(|r| r.attempts);
         match &s.summary {
             serde_json::Value::Null => {}
             serde_json::Value::Object(m) => {
@@ -166,21 +168,19 @@ fn detail(rec: &JobRecord) -> String {
             summary => out += &format!("  {summary}"),
         }
         out += "\n";
-        out += &review_rounds(&s.summary);
+        out += &review_rounds(s);
         if let Some(e) = &s.last_error {
             out += &format!("    error: {e}\n");
         }
-        for run in runs.into_iter().flatten() {
-            if let Ok(a) = serde_json::from_value::<Attempt>(run.clone()) {
-                let round = if rec.retries > 0 {
-                    format!("round {}: ", a.round)
-                } else {
-                    String::new()
-                };
-                out += &format!("    {round}{}\n      kept in {}/\n", a.line(), a.dir);
-                if let Some(r) = &a.rejected {
-                    out += &format!("      refused: {r}\n");
-                }
+        for a in runs.into_iter().flatten() {
+            let round = if rec.retries > 0 {
+                format!("round {}: ", a.round)
+            } else {
+                String::new()
+            };
+            out += &format!("    {round}{}\n      kept in {}/\n", a.line(), a.dir);
+            if let Some(r) = &a.rejected {
+                out += &format!("      refused: {r}\n");
             }
         }
         for a in &s.artifacts {
@@ -256,31 +256,43 @@ fn progress(rec: &JobRecord) -> String {
             .stages
             .iter()
             .find(|s| s.state != StageState::Done)
-            .map(|s| format!(" {}", s.name))
+            .map(|s| format!(" {}", s.stage))
             .unwrap_or_default(),
     };
     format!("{done}/{total}{at}")
 }
 
 /// The review rounds a review or fix stage recorded, one line each.
-fn review_rounds(summary: &serde_json::Value) -> String {
-    let tally = |v: &serde_json::Value| {
+fn review_rounds(s: &StageRecord) -> String {
+    let rounds: Vec<(u32, Decision, Tally, Tally)> = match s.stage {
+        Stage::Review => s
+            .summary_as::<ReviewHistory>()
+            .map(|h| h.history)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.round, r.recorded, r.rows, r.defects))
+            .collect(),
+        Stage::Fix => s
+            .summary_as::<FixSummary>()
+            .map(|f| f.rounds)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.round, r.recorded, r.rows, r.defects))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tally = |t: &Tally| {
         format!(
             "{} verified, {} unverified, {} contradicted",
-            v["verified"], v["unverified"], v["contradicted"]
+            t.verified, t.unverified, t.contradicted
         )
     };
-    let rounds = ["history", "rounds"]
-        .iter()
-        .find_map(|k| summary.get(*k).and_then(|r| r.as_array()));
     let mut out = String::new();
-    for r in rounds.into_iter().flatten() {
+    for (round, recorded, rows, defects) in rounds {
         out += &format!(
-            "    review round {}: recorded {}; rows {}; defects {}\n",
-            r["round"],
-            r["recorded"].as_str().unwrap_or("?"),
-            tally(&r["rows"]),
-            tally(&r["defects"])
+            "    review round {round}: recorded {recorded}; rows {}; defects {}\n",
+            tally(&rows),
+            tally(&defects)
         );
     }
     out

@@ -19,34 +19,27 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use harch_agents::{AgentBackend, AgentLimits, Credentials};
 use harch_guards::GuardSet;
 use harch_prompts::{GenerateInput, PriorErrors, render_generate};
 use harch_sandbox::Workspace;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::ablation::RunRecord;
 pub use crate::ablation::decontaminate::{
     Decontaminated, Removed, decontaminate, removed_component_names,
 };
 use crate::agent_stage::{self, AgentFiles, AgentTask, Attempt, Checked, Prompt, ReadBack};
-use crate::stage::{Stage, StageContext, StageError, StageOutput};
+use crate::stage::{StageContext, StageError, StageOutput, fields_of};
+use crate::summary::GenerateFields;
 use harch_jobs::config::AgentSettings;
 use harch_jobs::record::AblationRun;
+use harch_jobs::stage::Stage;
 use harch_library::candidate::{self, Candidate};
 pub use staging::{
     AgentLibrary, EXAMPLES_DIR, StageRequest, Staged, agent_library, load_truth, prepare,
     spec_file_name,
 };
-
-pub struct GenerateStage;
-
-impl Stage for GenerateStage {
-    fn run<'a>(&'a self, cx: &'a StageContext) -> BoxFuture<'a, Result<StageOutput, StageError>> {
-        Box::pin(generate(cx))
-    }
-}
 
 /// The backend a job names, configured from the worker's settings and environment. Only that
 /// backend's own credentials ever reach the agent.
@@ -99,8 +92,8 @@ pub(crate) fn perm(e: impl std::fmt::Display) -> StageError {
 }
 
 /// The fetch stage's truth dir, which every agent stage needs.
-pub(crate) fn truth_dir(cx: &StageContext, stage: &str) -> Result<std::path::PathBuf, StageError> {
-    let truth_dir = cx.stage_dir("fetch").join("truth");
+pub(crate) fn truth_dir(cx: &StageContext, stage: Stage) -> Result<std::path::PathBuf, StageError> {
+    let truth_dir = cx.stage_dir(Stage::Fetch).join("truth");
     if !truth_dir.is_dir() {
         return Err(perm(format!(
             "{stage} needs the fetch stage's truth dir ({} is missing): select fetch before {stage}",
@@ -115,18 +108,19 @@ pub(crate) fn truth_dir(cx: &StageContext, stage: &str) -> Result<std::path::Pat
 /// `validate` on PATH.
 pub(crate) async fn prepare_staged(
     cx: &StageContext,
-    stage: &str,
+    agent: &AgentSettings,
+    stage: Stage,
     work: &str,
 ) -> Result<staging::Staged, StageError> {
     let truth_dir = truth_dir(cx, stage)?;
     let (model_id, work, settings) = (
         cx.job.request.model_id.clone(),
         cx.job_dir.join("work").join(work),
-        cx.settings.clone(),
+        agent.clone(),
     );
     let exclude = cx.job.request.exclude_library_spec;
     let ablation = cx.job.request.ablation.clone();
-    let agent_bin = agent_bin(&cx.job.request.agent, &cx.settings.agent);
+    let agent_bin = agent_bin(&cx.job.request.agent, agent);
     tokio::task::spawn_blocking(move || {
         staging::prepare(&staging::StageRequest {
             model_id: &model_id,
@@ -134,7 +128,7 @@ pub(crate) async fn prepare_staged(
             spec_root: &harch_library::specs::root(),
             work: &work,
             exclude_library_spec: exclude,
-            settings: &settings.agent,
+            settings: &settings,
             ablation: ablation.as_ref(),
             agent_bin,
             worker_exe: None,
@@ -146,28 +140,29 @@ pub(crate) async fn prepare_staged(
 }
 
 /// Operator notes for every agent prompt, when there are any.
-pub(crate) fn notes(cx: &StageContext) -> String {
-    cx.settings.agent.prompt_notes.clone()
+pub(crate) fn notes(agent: &AgentSettings) -> String {
+    agent.prompt_notes.clone()
 }
 
-async fn generate(cx: &StageContext) -> Result<StageOutput, StageError> {
+/// Runs the generate stage with `[agent]`.
+pub async fn run(cx: &StageContext, agent: &AgentSettings) -> Result<StageOutput, StageError> {
     let req = &cx.job.request;
-    truth_dir(cx, "generate")?;
+    truth_dir(cx, Stage::Generate)?;
     // An ablation run's check is its tier's; the full validate comes after the loop.
     let guards = match &req.ablation {
         Some(a) => GuardSet::list(&a.guards.join(",")).map_err(perm)?,
         None => candidate::guard_set(&req.guards).map_err(perm)?,
     };
-    let backend = backend_for(&req.agent, &cx.settings.agent).map_err(perm)?;
-    let staged = prepare_staged(cx, "generate", "generate").await?;
+    let backend = backend_for(&req.agent, agent).map_err(perm)?;
+    let staged = prepare_staged(cx, agent, Stage::Generate, &Stage::Generate.dir_name()).await?;
     let task = Arc::new(Generate {
         staged,
         guards,
         model_id: req.model_id.clone(),
         agent: req.agent.clone(),
-        notes: notes(cx),
+        notes: notes(agent),
     });
-    let result = agent_stage::run(cx, task.clone(), &*backend, &limits(&cx.settings.agent)).await;
+    let result = agent_stage::run(cx, agent, task.clone(), &*backend, &limits(agent)).await;
     if let Some(a) = &req.ablation {
         // A transient failure runs the stage again; its record is written when the loop ends.
         let ended = match &result {
@@ -208,7 +203,7 @@ fn record_ablation(
     a: &AblationRun,
     stage_error: Option<String>,
 ) -> anyhow::Result<()> {
-    let ledger = agent_stage::Ledger::load(job_dir, "generate")?;
+    let ledger = agent_stage::Ledger::load(job_dir, Stage::Generate)?;
     let req = &job.request;
     let mut rec = RunRecord {
         model_id: req.model_id.clone(),
@@ -267,8 +262,8 @@ impl Generate {
 }
 
 impl AgentTask for Generate {
-    fn name(&self) -> &'static str {
-        "generate"
+    fn stage(&self) -> Stage {
+        Stage::Generate
     }
 
     fn report_file(&self) -> &'static str {
@@ -383,16 +378,21 @@ impl AgentTask for Generate {
     }
 
     fn summary(&self) -> serde_json::Map<String, Value> {
-        let Value::Object(m) = json!({
-            "agent": self.agent,
-            "spec": format!("generate/spec/models/{}", self.staged.spec_file),
-            "workspace_spec": self.staged.spec_path(),
-            "excluded_library_spec": self.staged.excluded,
-            "decontamination": self.staged.decontamination.as_ref().map(|d| &d.removed),
-        }) else {
-            unreachable!("a JSON object literal")
-        };
-        m
+        fields_of(&GenerateFields {
+            agent: self.agent.clone(),
+            spec: format!(
+                "{}/spec/models/{}",
+                Stage::Generate.dir_name(),
+                self.staged.spec_file
+            ),
+            workspace_spec: self.staged.spec_path(),
+            excluded_library_spec: self.staged.excluded.clone(),
+            decontamination: self
+                .staged
+                .decontamination
+                .as_ref()
+                .map(|d| d.removed.clone()),
+        })
     }
 }
 
