@@ -119,6 +119,8 @@ pub struct CacheRow {
     pub kind: String,
     pub growth: Growth,
     pub window: Option<Q>,
+    /// The entry's `window_src:`: the source statement said to compute `window` (M055).
+    pub window_src: Option<String>,
     /// A per_token cache of a compressor's output holds one entry per `ratio` tokens.
     pub ratio: Option<Q>,
     /// Elements per token (per_token, window) or per sequence (constant), per layer.

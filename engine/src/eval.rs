@@ -1736,6 +1736,7 @@ impl<'a> Walker<'a> {
                 kind: c.kind.clone(),
                 growth: c.growth,
                 window,
+                window_src: c.window_src.clone(),
                 ratio: ratio.filter(|_| c.growth == Growth::PerToken),
                 elements,
                 read_cap: None,

@@ -87,6 +87,8 @@ pub struct CacheIr {
     pub kind: String,
     pub growth: Growth,
     pub window: Option<Expr>,
+    /// Source anchor for a window other than the attention's (the statement that computes it).
+    pub window_src: Option<String>,
     pub steps: Option<Expr>,
     pub dtype: Option<String>,
     /// Source anchor for a dtype other than the config's.

@@ -818,6 +818,7 @@ impl Loader<'_> {
                 kind: c.value.kind.clone(),
                 growth,
                 window,
+                window_src: c.value.window_src.clone(),
                 steps,
                 dtype: c.value.dtype.clone(),
                 src: c.value.src.clone(),

@@ -285,6 +285,7 @@ mod of_ctx_tests {
                 kind: "kv".into(),
                 growth,
                 window,
+                window_src: None,
                 ratio: None,
                 elements: Q::lit(8),
                 read_cap: None,

@@ -138,6 +138,11 @@ pub struct CacheDef {
     /// `per_token`, `window` or `constant`.
     pub growth: String,
     pub window: Option<Scalar>,
+    /// Where the forward source keeps a window other than the attention's: a quote (in
+    /// backticks) of the statement that computes what the cache keeps (the slice
+    /// `full[:, :, -self.sliding_window + 1 :, :]` for `window: "attn_window - 1"`). The
+    /// guards hold the quote to that statement (M055) and then accept the declared window.
+    pub window_src: Option<String>,
     /// For constant state kept as several steps of a node's output (conv state): the step count.
     pub steps: Option<Scalar>,
     pub dtype: Option<String>,

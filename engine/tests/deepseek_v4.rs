@@ -1,16 +1,16 @@
-//! DeepSeek-V4-Flash-0731 in the engine's one evaluation, against independent counts from its
-//! safetensors headers and config (REFERENCE_NUMBERS.md "Frontier checkpoints"; the config is
-//! copied into tests/fixtures): parameters, bytes by dtype, active parameters, and the caches
-//! by their own laws (one compressed entry per 4 or 128 tokens, a sliding window, the
-//! compressors' pending windows). The spec covers the main model; its three MTP layers (the
-//! 0731 "dspark" heads, with no forward source) are not in it yet, so the figures are the main
-//! model's.
+//! DeepSeek-V4-Flash-0731's library spec in the engine's one evaluation, against independent
+//! counts from its safetensors headers and config (REFERENCE_NUMBERS.md "Frontier checkpoints";
+//! the config is copied into tests/fixtures): parameters, bytes by dtype, active parameters,
+//! and the caches by their own laws (one compressed entry per 4 or 128 tokens, a sliding
+//! window, the compressors' pending windows). The three MTP layers (the 0731 "dspark" heads,
+//! with no forward source: deepseek_v4.gap.yaml) are claimed tensor by tensor; the figures of
+//! the main model leave them out.
 
 use crate::support;
 
 use harch_engine::{EvalOptions, Repo, evaluate};
 
-const SPEC: &str = include_str!("fixtures/deepseek_v4/deepseek_v4.yaml");
+const SPEC: &str = include_str!("../../specs/models/deepseek_v4.yaml");
 const CONFIG: &str = include_str!("fixtures/deepseek_v4/config.json");
 
 fn analysis() -> harch_engine::Analysis {
@@ -33,22 +33,33 @@ fn main_model_parameters_and_bytes_match_the_checkpoint() {
     let s = a.summary();
     eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
     // Scales and the tid2eid buffer are not parameters; FP4 experts count two per I8 byte.
-    assert_eq!(a.params_total().v, 284_332_240_471);
+    assert_eq!(a.params_total().v, 304_178_091_454);
+    assert_eq!(a.params_total().v - a.params_mtp().v, 284_332_240_471);
     assert_eq!(a.params_active().v, 13_270_101_591);
     let by: Vec<(String, i128)> = a.weight_bytes_by_dtype().into_iter().collect();
     let want: Vec<(String, i128)> = [
-        ("BF16", 2_828_377_344),
-        ("F32", 141_262_684),
-        ("F8_E4M3", 5_857_345_536),
-        ("F8_E8M0", 8_657_400_960),
+        ("BF16", 2_967_134_976),
+        ("F32", 150_966_520),
+        ("F8_E4M3", 6_304_038_912),
+        ("F8_E8M0", 9_261_408_000),
         ("I64", 18_616_320),
-        ("I8", 138_512_695_296),
+        ("I8", 148_176_371_712),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     assert_eq!(by, want);
-    assert_eq!(a.weight_bytes().v, 156_015_698_140);
+    assert_eq!(a.weight_bytes().v, 166_878_536_440);
+    // The main model's tensors alone, as before the MTP layers were claimed: I8 138,512,695,296,
+    // F8_E8M0 8,657,400,960, F8_E4M3 5,857,345,536, BF16 2,828,377,344, F32 141,262,684, I64
+    // 18,616,320.
+    let main: i128 = a
+        .weights
+        .iter()
+        .filter(|w| a.is_main_row(w.node))
+        .map(|w| a.weight_row_bytes(w).v)
+        .sum();
+    assert_eq!(main, 156_015_698_140);
 }
 
 #[test]

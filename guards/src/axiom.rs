@@ -15,7 +15,7 @@ fn parent(id: &str) -> &str {
     id.rsplit_once('.').map(|(p, _)| p).unwrap_or("")
 }
 
-pub fn check(a: &Analysis) -> Vec<Diagnostic> {
+pub fn check(a: &Analysis, anchored: &crate::window_anchor::Anchored) -> Vec<Diagnostic> {
     // One finding per declared invariant and message: a component instantiated in every layer
     // group (or every expert) fails the same way in each, and says so once.
     let mut grouped: Vec<(&harch_engine::analysis::AxiomResult, usize)> = Vec::new();
@@ -42,7 +42,7 @@ pub fn check(a: &Analysis) -> Vec<Diagnostic> {
             Diagnostic::new("axiom", code::DECLARED, format!("{}{also}", f.message), f.loc.clone()).hint("the evaluation contradicts an invariant the component declares: fix the graph or the cache declaration")
         })
         .collect();
-    for c in &a.caches {
+    for (k, c) in a.caches.iter().enumerate() {
         if c.growth == Growth::Constant {
             continue;
         }
@@ -72,7 +72,7 @@ pub fn check(a: &Analysis) -> Vec<Diagnostic> {
             } else {
                 None
             };
-            if attn_window != cache_window {
+            if attn_window != cache_window && !anchored.serves(k, attn_window) {
                 out.push(
                     Diagnostic::new(
                         "axiom",

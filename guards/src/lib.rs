@@ -23,6 +23,7 @@ pub mod tiers;
 pub mod truth;
 pub mod warnings;
 pub mod weight;
+pub mod window_anchor;
 
 use harch_engine::{Analysis, EvalOptions, Repo, evaluate};
 
@@ -129,20 +130,28 @@ pub fn validate(
                 .extend(schedule::check(&ir, &a, &text_config, &repo.config_keys));
             report.lap("schedule", &mut clock);
         }
+        // A cache window the source keeps otherwise than its attention attends, anchored once
+        // for the three guards that compare the two (X002, M053, R005).
+        let (anchored, anchor_faults) = window_anchor::read(&a, &truth.sources, &text_config);
         if guards.has("structural") {
             report
                 .errors
-                .extend(structural::check(&ir, &a, &text_config));
+                .extend(structural::check(&ir, &a, &text_config, &anchored));
             report.lap("structural", &mut clock);
         }
         if guards.has("axiom") {
-            report.errors.extend(axiom::check(&a));
+            report.errors.extend(axiom::check(&a, &anchored));
             report.lap("axiom", &mut clock);
         }
         if guards.has("semantic") {
-            report
-                .errors
-                .extend(semantic::check(&ir, &a, truth, &repo.config_keys));
+            report.errors.extend(semantic::check(
+                &ir,
+                &a,
+                truth,
+                &repo.config_keys,
+                &anchored,
+            ));
+            report.errors.extend(anchor_faults);
             report.lap("semantic", &mut clock);
         }
         report

@@ -231,7 +231,12 @@ fn encoder_mask(
     )
 }
 
-pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
+pub fn check(
+    _ir: &ModelIr,
+    a: &Analysis,
+    config: &serde_json::Value,
+    anchored: &crate::window_anchor::Anchored,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let want_rope = config_rope_type(config);
     let bidirectional = config.get("is_causal").and_then(|v| v.as_bool()) == Some(false)
@@ -350,20 +355,24 @@ pub fn check(_ir: &ModelIr, a: &Analysis, config: &serde_json::Value) -> Vec<Dia
             }
         }
         if let Some(w) = want {
-            let caches: Vec<_> = a
+            let caches: Vec<(usize, &harch_engine::analysis::CacheRow)> = a
                 .caches
                 .iter()
-                .filter(|c| {
+                .enumerate()
+                .filter(|(_, c)| {
                     a.nodes[c.node]
                         .id
                         .starts_with(&format!("{}[{}].", g.stack, g.block))
                 })
                 .collect();
-            let capped = caches
-                .iter()
-                .any(|c| c.growth == Growth::Window && c.window.as_ref().map(|x| x.v) == Some(w));
+            // A cache whose anchor says the source keeps another window for this one (M055).
+            let capped = caches.iter().any(|(k, c)| {
+                c.growth == Growth::Window
+                    && (c.window.as_ref().map(|x| x.v) == Some(w) || anchored.serves(*k, Some(w)))
+            });
             let uncapped = caches
                 .iter()
+                .map(|(_, c)| c)
                 .find(|c| c.growth == Growth::PerToken && c.ratio.is_none());
             if !capped || uncapped.is_some() {
                 let loc = uncapped
@@ -416,9 +425,18 @@ fn routers(a: &Analysis, config: &serde_json::Value) -> Vec<Diagnostic> {
         if let Some(m) = method {
             let want = m == "noaux_tc";
             let got = int("score_bias").unwrap_or(0) != 0;
-            // Hash-routed layers select experts by token id: no score, so no selection bias.
-            let hashed = !got && want && only_hash_layers(a, n.stack_group.as_deref(), config);
-            if got != want && !hashed {
+            // Hash-routed layers select experts by token id: no score, so no selection bias,
+            // whatever topk_method says for the scored layers.
+            let hashed = only_hash_layers(a, n.stack_group.as_deref(), config);
+            if hashed && got {
+                push(
+                    code::ROUTER_BIAS,
+                    format!(
+                        "has a selection bias on hash-routed layers (config `num_hash_layers` / `mlp_layer_types`): they select experts by token id, with no score to bias (topk_method {m} is the scored layers')"
+                    ),
+                    "route the hash layers with `hash_router` (the stored tid2eid table), which has no `score_bias`",
+                );
+            } else if got != want && !hashed {
                 push(
                     code::ROUTER_BIAS,
                     format!(
@@ -504,7 +522,8 @@ fn only_hash_layers(a: &Analysis, group: Option<&str>, config: &serde_json::Valu
     let mut layers = a
         .groups
         .iter()
-        .filter(|g| g.block == group)
+        // MTP layers count from 0 in their own stack, not as trunk layers `i`.
+        .filter(|g| g.block == group && g.top_role.as_deref() != Some("mtp"))
         .flat_map(|g| g.layers.iter().copied())
         .peekable();
     layers.peek().is_some() && layers.all(hashed)

@@ -1,5 +1,4 @@
-//! DeepSeek-V4-Flash-0731's spec (engine/tests/fixtures, main model; not yet in the library)
-//! under the guards, against its config and the transformers 5.23.0 forward source: a
+//! DeepSeek-V4-Flash-0731's library spec under the guards, against its config and the transformers 5.23.0 forward source: a
 //! compressor's ratio is the config's for each of its layers (M011), and the guards look the
 //! checkpoint's module names up under the load-time renames of conversion_mapping.py.
 
@@ -11,7 +10,7 @@ use harch_guards::truth::Truth;
 use harch_guards::{GuardSet, validate};
 use harch_truth::source;
 
-const SPEC: &str = include_str!("../../engine/tests/fixtures/deepseek_v4/deepseek_v4.yaml");
+const SPEC: &str = include_str!("../../specs/models/deepseek_v4.yaml");
 const CONFIG: &str = include_str!("../../engine/tests/fixtures/deepseek_v4/config.json");
 
 fn library_files() -> BTreeMap<String, String> {

@@ -23,7 +23,7 @@ struct Expected {
     state_bytes_per_sequence: i128,
 }
 
-const LIBRARY: [Expected; 10] = [
+const LIBRARY: [Expected; 11] = [
     Expected {
         id: "meta-llama/Llama-3.1-8B",
         params_total: 8_030_261_248,
@@ -93,6 +93,19 @@ const LIBRARY: [Expected; 10] = [
         window: None,
         // 30 DeltaNet layers: fp32 recurrent state 62,914,560 + bf16 conv state 1,474,560.
         state_bytes_per_sequence: 64_389_120,
+    },
+    Expected {
+        id: "deepseek-ai/DeepSeek-V4-Flash-0731",
+        // REFERENCE_NUMBERS.md "Frontier checkpoints": main 284,332,240,471 + 3 MTP layers.
+        params_total: 304_178_091_454,
+        // 21 CSA layers (one 512-wide entry and a 128-wide indexer key per 4 tokens) and 20 HCA
+        // layers (one 512-wide entry per 128 tokens), bf16: 21 × (256 + 64) + 20 × 8.
+        kv_bytes_per_token: 6_880,
+        // One 512-wide K = V entry on all 43 layers; the source keeps sliding_window - 1 = 127
+        // positions (`self.keys = full[:, :, -self.sliding_window + 1 :, :]`).
+        window: Some((43 * 1_024, 127)),
+        // The compressors' pending tokens (see engine/tests/deepseek_v4.rs).
+        state_bytes_per_sequence: 5_739_520,
     },
     Expected {
         id: "moonshotai/Kimi-K2.6",
@@ -240,6 +253,10 @@ fn quant_scales_are_stored_but_not_parameters() {
     }
 }
 
+/// A multiple of every compression ratio in the library (DeepSeek-V4: one entry per 4 or 128
+/// tokens), so that a compressed cache's growth over it is its per-token figure times it.
+const SPAN: i128 = 128;
+
 #[test]
 fn kv_cache_and_state_sizes_match_the_reference() {
     for e in &library() {
@@ -255,18 +272,19 @@ fn kv_cache_and_state_sizes_match_the_reference() {
             Some((per_token, window)) => {
                 assert_eq!(a.kv_window_bytes_per_token().v, per_token, "{}", e.id);
                 assert_eq!(a.kv_window_bytes_max().v, per_token * window, "{}", e.id);
-                // Past the window only the uncapped layers keep growing.
+                // Past the window only the uncapped layers keep growing. Spans of SPAN
+                // positions: a cache compressed in time adds whole entries over them.
                 let at = |ctx| a.cache_bytes_at(ctx);
                 assert_eq!(
-                    at(4096) - at(4095),
-                    e.kv_bytes_per_token,
+                    at(4096 + SPAN) - at(4096),
+                    e.kv_bytes_per_token * SPAN,
                     "{}: growth past the window",
                     e.id
                 );
                 assert_eq!(
-                    at(100) - at(99),
-                    e.kv_bytes_per_token + per_token,
-                    "{}: growth inside the window",
+                    at(SPAN) - at(0),
+                    e.kv_bytes_per_token * SPAN + per_token * window.min(SPAN),
+                    "{}: growth up to the window",
                     e.id
                 );
             }
@@ -382,12 +400,17 @@ fn caches_derived_from_decode_reads_match_the_reference() {
             a.nodes[r.reader].top_role.as_deref() != Some("mtp")
         };
         let reads = a.decode_reads();
+        // A read of entries compressed in time (one per `stride` tokens, DeepSeek-V4's CSA and
+        // HCA) adds one entry every `stride` tokens.
         let elements = |g: Growth| -> i128 {
             reads
                 .iter()
                 .filter(main)
                 .filter(|r| r.growth == g)
-                .map(|r| r.elements.v * a.nodes[r.node].count.v)
+                .map(|r| {
+                    let stride = a.nodes[r.reader].stride.as_ref().map_or(1, |s| s.v);
+                    r.elements.v * a.nodes[r.node].count.v / stride
+                })
                 .sum()
         };
         // Every library model keeps K/V (or latent) in bf16.
@@ -400,11 +423,19 @@ fn caches_derived_from_decode_reads_match_the_reference() {
         let window = e.window.map_or(0, |(per_token, _)| per_token);
         assert_eq!(2 * elements(Growth::Window), window, "{}", e.id);
         if let Some((_, w)) = e.window {
+            // The attention's window: DeepSeek-V4's cache keeps one position fewer than its
+            // attention reads (the current token joins the 127 kept, anchored by M055).
+            let attends = if e.id == "deepseek-ai/DeepSeek-V4-Flash-0731" {
+                w + 1
+            } else {
+                w
+            };
             assert!(
                 reads
                     .iter()
+                    .filter(main)
                     .filter(|r| r.growth == Growth::Window)
-                    .all(|r| r.window.as_ref().map(|q| q.v) == Some(w)),
+                    .all(|r| r.window.as_ref().map(|q| q.v) == Some(attends)),
                 "{}",
                 e.id
             );
@@ -414,6 +445,13 @@ fn caches_derived_from_decode_reads_match_the_reference() {
             "Qwen/Qwen3-Next-80B-A3B" => 36 * (32 * 128 * 128 + 8192 * 3),
             // 30 DeltaNet layers of the same shape (the vision tower reads nothing back).
             "Qwen/Qwen3.5-35B-A3B" => 30 * (32 * 128 * 128 + 8192 * 3),
+            // The compressors' pending tokens: 21 CSA layers hold 3 tokens of kv and gate (2 ×
+            // 1024 wide) and the last window's first series (4 × 512, kv and gate), their
+            // indexers the same at 128; 20 HCA layers up to 127 tokens of kv and gate (512).
+            "deepseek-ai/DeepSeek-V4-Flash-0731" => {
+                let csa = (3 * 2 * 1024 + 2 * 4 * 512) + (3 * 2 * 256 + 2 * 4 * 128);
+                21 * csa + 20 * (127 * 2 * 512)
+            }
             _ => 0,
         };
         assert_eq!(elements(Growth::Constant), state, "{}", e.id);

@@ -12,7 +12,7 @@ const MINILM_FILE_LEN: u64 = 90_868_376;
 
 /// Tensor count and payload bytes of each library checkpoint, from its real safetensors headers
 /// (payload bytes = the index's metadata.total_size).
-const LIBRARY: [(&str, usize, u64); 11] = [
+const LIBRARY: [(&str, usize, u64); 12] = [
     ("meta-llama/Llama-3.1-8B", 291, 16_060_522_496),
     ("deepseek-ai/DeepSeek-V3.2", 92_425, 689_471_107_200),
     ("Qwen/Qwen3-8B", 399, 16_381_470_720),
@@ -24,6 +24,11 @@ const LIBRARY: [(&str, usize, u64); 11] = [
     ("Qwen/Qwen3.5-35B-A3B", 1_811, 71_903_655_008),
     ("MiniMaxAI/MiniMax-M3", 23_416, 854_172_958_720),
     ("moonshotai/Kimi-K2.6", 208_550, 595_148_192_736),
+    (
+        "deepseek-ai/DeepSeek-V4-Flash-0731",
+        72_317,
+        166_878_536_440,
+    ),
 ];
 
 #[test]

@@ -138,11 +138,26 @@ pub fn eval(
     r: Range<usize>,
     lookup: &dyn Fn(&str) -> Option<serde_json::Value>,
 ) -> Option<(i128, Vec<String>)> {
+    eval_with(m, r, lookup, None)
+}
+
+/// An attribute of the object a method runs on (`self.sliding_window`), resolved by the caller
+/// to the integer it holds and the config keys that integer was computed from.
+pub type Attrs<'a> = &'a dyn Fn(&str) -> Option<(i128, Vec<String>)>;
+
+/// [`eval`], with `self.<attr>` read through `attrs`.
+pub fn eval_with(
+    m: &Module,
+    r: Range<usize>,
+    lookup: &dyn Fn(&str) -> Option<serde_json::Value>,
+    attrs: Option<Attrs>,
+) -> Option<(i128, Vec<String>)> {
     let mut p = Parser {
         m,
         at: r.start,
         end: r.end,
         lookup,
+        attrs,
         keys: Vec::new(),
         depth: 0,
     };
@@ -176,6 +191,7 @@ struct Parser<'a, 'm> {
     at: usize,
     end: usize,
     lookup: &'a dyn Fn(&str) -> Option<serde_json::Value>,
+    attrs: Option<Attrs<'a>>,
     keys: Vec<String>,
     depth: usize,
 }
@@ -284,6 +300,14 @@ impl Parser<'_, '_> {
                 }
                 if self.peek() == "(" {
                     return self.call(&path);
+                }
+                if let (Some(attrs), [s, attr]) = (self.attrs, path.as_slice())
+                    && s == "self"
+                    && config_key(&path).is_none()
+                {
+                    let (v, keys) = attrs(attr)?;
+                    self.keys.extend(keys);
+                    return Some(v);
                 }
                 let key = config_key(&path)?;
                 self.read(&key)?.as_i64().map(i128::from)

@@ -43,8 +43,13 @@ pub mod code {
     pub const DEAD_NODE: &str = "M071";
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
-    let mut out = caches::check(a, truth);
+pub fn check(
+    ir: &ModelIr,
+    a: &Analysis,
+    truth: &Truth,
+    anchored: &crate::window_anchor::Anchored,
+) -> Vec<Diagnostic> {
+    let mut out = caches::check(a, truth, anchored);
     out.extend(dtypes::check(ir, a, truth));
     out.extend(liveness::check(a));
     out

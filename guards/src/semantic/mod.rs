@@ -25,12 +25,18 @@ use crate::report::Diagnostic;
 use crate::truth::Truth;
 
 /// Every semantic check over one evaluation.
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth, keys: &ConfigKeys) -> Vec<Diagnostic> {
+pub fn check(
+    ir: &ModelIr,
+    a: &Analysis,
+    truth: &Truth,
+    keys: &ConfigKeys,
+    anchored: &crate::window_anchor::Anchored,
+) -> Vec<Diagnostic> {
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth));
     out.extend(router_source::check(ir, a, truth));
     out.extend(deployment::check(ir));
-    out.extend(dataflow::check(ir, a, truth));
+    out.extend(dataflow::check(ir, a, truth, anchored));
     out.extend(selection::check(a, truth, keys));
     out.extend(compression::check(a, truth));
     out

@@ -17,7 +17,11 @@ use super::{Findings, code, instance_of, local_id, thousands};
 use crate::report::Diagnostic;
 use crate::truth::Truth;
 
-pub fn check(a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+pub fn check(
+    a: &Analysis,
+    truth: &Truth,
+    anchored: &crate::window_anchor::Anchored,
+) -> Vec<Diagnostic> {
     let reads = a.decode_reads();
     let unit = expected(truth);
     let mut f = Findings::default();
@@ -76,7 +80,7 @@ pub fn check(a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
                 None => missing(&mut f, a, inst, &comp, r, &need, &loc),
                 Some(ks) => {
                     for &k in ks {
-                        growth(&mut f, a, inst, k, r);
+                        growth(&mut f, a, inst, k, r, anchored);
                     }
                 }
             }
@@ -346,12 +350,19 @@ fn missing(
     );
 }
 
-fn growth(f: &mut Findings, a: &Analysis, inst: &str, k: usize, r: &DecodeRead) {
+fn growth(
+    f: &mut Findings,
+    a: &Analysis,
+    inst: &str,
+    k: usize,
+    r: &DecodeRead,
+    anchored: &crate::window_anchor::Anchored,
+) {
     let c = &a.caches[k];
     let window = |w: Option<i128>| w.map_or(String::new(), |w| format!(" of {w} tokens"));
     let cw = c.window.as_ref().map(|w| w.v);
     let rw = r.window.as_ref().map(|w| w.v);
-    if c.growth == r.growth && (c.growth != Growth::Window || cw == rw) {
+    if c.growth == r.growth && (c.growth != Growth::Window || cw == rw || anchored.serves(k, rw)) {
         return;
     }
     let name = local_id(&a.nodes[c.node].id, inst);
