@@ -1473,6 +1473,7 @@ impl Loader<'_> {
                 temporal_patch,
                 frames,
                 merge,
+                video: d.video,
                 loc,
             });
         }

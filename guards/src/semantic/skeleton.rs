@@ -279,11 +279,16 @@ fn assignments<'s>(lines: &[&'s str]) -> BTreeMap<&'s str, Vec<&'s str>> {
         let mut ctors = Vec::new();
         let mut piece: &'s str = rhs;
         for n in 0..MAX_RHS_LINES {
-            ctors.extend(calls(piece).into_iter().filter(|c| {
+            ctors.extend(calls(piece).into_iter().filter_map(|c| {
+                let upper = |s: &str| s.chars().next().is_some_and(|ch| ch.is_ascii_uppercase());
                 let base = c.rsplit('.').next().unwrap_or(c);
-                base.chars()
-                    .next()
-                    .is_some_and(|ch| ch.is_ascii_uppercase())
+                if upper(base) {
+                    return Some(c);
+                }
+                // A factory on a class builds that class:
+                // `Kimi_K25VisionModel._from_config(config.vision_config)`.
+                let (class, method) = c.split_once('.')?;
+                (upper(class) && matches!(method, "_from_config" | "from_config")).then_some(class)
             }));
             for ch in piece.chars() {
                 match ch {
