@@ -65,7 +65,7 @@ fn source_default(code: &str) -> Option<Vec<i64>> {
     let at = b
         .find("\"mrope_section\",[")
         .or_else(|| b.find("'mrope_section',["))?;
-    let rest = &b[at + KEY.len() + 3..];
+    let rest = &b[at + KEY.len() + 4..];
     let list = &rest[..rest.find(']')?];
     list.split(',').map(|v| v.parse().ok()).collect()
 }

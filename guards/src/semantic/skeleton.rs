@@ -395,6 +395,22 @@ def apply_rotary_pos_emb(q, k, cos, sin):
     }
 
     #[test]
+    fn a_factory_on_a_class_builds_that_class() {
+        let src = "class Tower(nn.Module):\n    pass\n\n\nclass Composite(nn.Module):\n    def __init__(self, config):\n        self.vision_tower = Tower._from_config(config.vision_config)\n        self.language_model = AutoModel.from_config(config.text_config)\n        self.helper = Tower.build_helper(config)\n";
+        let mut m = BTreeMap::new();
+        m.insert("modeling_c.py".to_string(), src.to_string());
+        let sk = Skeleton::read(&m);
+        assert_eq!(sk.module_ctors("Composite", "vision_tower"), vec!["Tower"]);
+        // A class the source does not define is named as written; another method is no
+        // constructor.
+        assert_eq!(
+            sk.module_ctors("Composite", "language_model"),
+            vec!["AutoModel"]
+        );
+        assert!(sk.module_ctors("Composite", "helper").is_empty());
+    }
+
+    #[test]
     fn checkpoint_names_are_looked_up_under_the_load_time_renames() {
         let mut m = BTreeMap::new();
         m.insert("modeling_foo.py".to_string(), SRC.to_string());
