@@ -6,7 +6,8 @@
 //! Model::new(ir, analysis, config)          rows with their parts and the dims their axes carry
 //!   + Request { gpu, layout, workload }     (hardware::HardwareTable, layout::LayoutSpec)
 //!   --report::analyze-->  Plan, Report       memory plan, derived communication, bound and
-//!                                            estimate per phase, every figure labelled
+//!                                            estimate per phase (and the images' encoding,
+//!                                            `encode`, in the TTFT), every figure labelled
 //! ```
 //!
 //! Architecture invariant: no quantity is derived a second time. Weight bytes, cache bytes and
@@ -16,6 +17,7 @@
 pub mod comm;
 pub mod components;
 pub mod cost;
+pub mod encode;
 pub mod explain;
 pub mod hardware;
 pub mod json;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::comm::{CommKind, Link};
 use crate::cost::{ComputePrecision, PhaseCost};
+use crate::encode::EncodeCost;
 use crate::hardware::{Gpu, Missing};
 use crate::layout::{Layout, LayoutError};
 use crate::memory::{MemoryPlan, Residency};
@@ -44,6 +45,8 @@ pub struct Request {
     /// compute and cache reads with memory unchecked, as a single-GPU comparison is stated);
     /// the verdict still says what overflows.
     pub ignore_memory: bool,
+    /// Images per request, encoded before its prefill (their tokens are in `input`).
+    pub images: i128,
 }
 
 impl Request {
@@ -65,6 +68,7 @@ impl Request {
             prefill_batch: 1,
             logits: Logits::Last,
             ignore_memory: false,
+            images: 0,
         }
     }
     pub fn context(&self) -> i128 {
@@ -87,6 +91,7 @@ impl Request {
         bad("output", self.output, 0, MAX_TOKENS)?;
         bad("context", self.context(), 1, MAX_TOKENS)?;
         bad("prefill batch", self.prefill_batch, 1, MAX_REQUESTS)?;
+        bad("images per request", self.images, 0, MAX_REQUESTS)?;
         if let Some(b) = self.decode_batch {
             bad("decode batch", b, 1, MAX_REQUESTS)?;
         }
@@ -186,6 +191,10 @@ pub struct Report {
     pub memory: Option<MemoryPlan>,
     pub prefill: PhaseResult,
     pub decode: PhaseResult,
+    /// Encoding the prefill step's images (absent without images): part of the TTFT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encode: Option<EncodeCost>,
+    /// Prefill plus encoding, when there are images.
     pub ttft_bound_s: Option<f64>,
     pub ttft_estimate_s: Option<f64>,
     pub tpot_bound_s: Option<f64>,
@@ -210,6 +219,8 @@ const LABELS: &[(&str, &str)] = &[
     ("prefill_batch_cap", "estimate"),
     ("prefill.bound_s", "bound"),
     ("prefill.estimate_s", "estimate"),
+    ("encode.bound_s", "bound"),
+    ("encode.estimate_s", "estimate"),
     ("decode.bound_s", "bound"),
     ("decode.estimate_s", "estimate"),
     ("ttft_bound_s", "bound"),
@@ -293,6 +304,34 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
     };
     let prefill = phase(&prefill_step);
     let decode = phase(&decode_step);
+    let encode = if unfit {
+        None
+    } else {
+        match plan.encode_cost(
+            &req.gpu,
+            req.prefill_batch,
+            req.images,
+            &req.activations,
+            &req.compute,
+        ) {
+            Some(Ok(e)) => Some(e),
+            Some(Err(m)) => {
+                for m in m.iter().map(|m| m.to_string()) {
+                    if !missing.contains(&m) {
+                        missing.push(m);
+                    }
+                }
+                None
+            }
+            None => None,
+        }
+    };
+    // With images to encode, the TTFT needs their encoding's time as well as the prefill's.
+    let encodes = req.images > 0 && !plan.model.a.images.is_empty();
+    let encode_s = |f: fn(&EncodeCost) -> f64| match &encode {
+        Some(e) => Some(f(e)),
+        None => (!encodes).then_some(0.0),
+    };
     for m in prefill.missing.iter().chain(&decode.missing) {
         if !missing.contains(m) {
             missing.push(m.clone());
@@ -371,8 +410,17 @@ pub fn analyze_plan(plan: &Plan, req: &Request) -> Report {
         },
         hardware: req.gpu.clone(),
         memory,
-        ttft_bound_s: prefill.cost.as_ref().map(|c| c.bound_s),
-        ttft_estimate_s: prefill.cost.as_ref().map(|c| c.estimate_s),
+        ttft_bound_s: prefill
+            .cost
+            .as_ref()
+            .zip(encode_s(|e| e.bound_s))
+            .map(|(c, e)| c.bound_s + e),
+        ttft_estimate_s: prefill
+            .cost
+            .as_ref()
+            .zip(encode_s(|e| e.estimate_s))
+            .map(|(c, e)| c.estimate_s + e),
+        encode,
         tpot_bound_s: decode.cost.as_ref().map(|c| c.bound_s),
         tpot_estimate_s: decode.cost.as_ref().map(|c| c.estimate_s),
         tokens_per_s_per_gpu_bound: decode.cost.as_ref().map(|c| per_gpu(c.bound_s)),

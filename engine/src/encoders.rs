@@ -13,6 +13,8 @@ pub struct EncoderSummary {
     pub input: String,
     pub height: i128,
     pub width: i128,
+    /// Frames of one input (a video's; an image is one temporal patch).
+    pub frames: i128,
     pub patches: i128,
     /// Token positions one image's features fill in the token stream.
     pub tokens_per_image: i128,
@@ -115,6 +117,7 @@ impl Analysis {
                 input: i.input.clone(),
                 height: i.height,
                 width: i.width,
+                frames: i.frames,
                 patches: i.patches,
                 tokens_per_image: i.tokens,
                 params: self.params_encoder(&i.input).v,

@@ -29,11 +29,31 @@ pub struct EvalOptions {
     pub symbolic: bool,
 }
 
-/// A resolution to count image inputs at, in place of each input's default.
+/// A resolution to count image inputs at, in place of each input's default; with `frames`, a
+/// video of that many frames (for the inputs that take videos).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageSize {
     pub height: i128,
     pub width: i128,
+    pub frames: Option<i128>,
+}
+
+impl ImageSize {
+    /// `16x448x448`: a video of FRAMES frames of HEIGHTxWIDTH pixels.
+    pub fn parse_video(s: &str) -> Result<ImageSize, String> {
+        let bad =
+            || format!("`{s}` is not a video size: write FRAMESxHEIGHTxWIDTH, e.g. 16x448x448");
+        let (f, hw) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+        let frames = f.trim().parse::<i128>().map_err(|_| bad())?;
+        if !(1..=1 << 20).contains(&frames) {
+            return Err(format!("`{s}`: frames must be 1 to {}", 1 << 20));
+        }
+        let image: ImageSize = hw.parse().map_err(|_| bad())?;
+        Ok(ImageSize {
+            frames: Some(frames),
+            ..image
+        })
+    }
 }
 
 impl std::str::FromStr for ImageSize {
@@ -50,7 +70,11 @@ impl std::str::FromStr for ImageSize {
         if height <= 0 || width <= 0 || height > 1 << 20 || width > 1 << 20 {
             return Err(format!("`{s}`: each side must be 1 to {} pixels", 1 << 20));
         }
-        Ok(ImageSize { height, width })
+        Ok(ImageSize {
+            height,
+            width,
+            frames: None,
+        })
     }
 }
 
@@ -304,6 +328,64 @@ impl Args for NodeArgs<'_> {
         };
         axes.iter()
             .map(|e| expr::eval_int(e, &self.env).map_err(|err| self.eval_err("shape", err)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+    fn int_list(&self, name: &str) -> Result<Option<Vec<i128>>, OpError> {
+        let Some(arg) = self.node.args.get(name) else {
+            return Ok(None);
+        };
+        let not_a_list = |what: &str| OpError {
+            code: code::EVAL,
+            message: format!(
+                "argument `{name}: {}` is {what}, not a list of integers",
+                arg.raw
+            ),
+            hint: Some(
+                "bind it to a config list, e.g. `config.text_config.rope_parameters.mrope_section`"
+                    .into(),
+            ),
+        };
+        let Some(e) = &arg.expr else {
+            return Err(not_a_list("not an expression"));
+        };
+        let items = match e {
+            // A component names the model's attr (`sections: rope_sections`); an attr whose
+            // config path is absent (`none`) or empty gives no list: the model has none.
+            Expr::Name(n) if !self.env.env.contains_key(&**n) => {
+                let Some(text) = self.attrs.get(&**n) else {
+                    return Err(OpError {
+                        code: code::UNBOUND,
+                        message: format!(
+                            "argument `{name}: {n}`: `{n}` is neither a dim nor a model attr"
+                        ),
+                        hint: Some(format!(
+                            "declare it under the model's `attrs:` (`{n}: config.<path to the list>`)"
+                        )),
+                    });
+                };
+                match serde_json::from_str(text) {
+                    _ if text == "none" => return Ok(None),
+                    Ok(serde_json::Value::Array(items)) => items,
+                    _ => return Err(not_a_list(&format!("attr `{n}` = {text}"))),
+                }
+            }
+            _ => match expr::eval(e, &self.env).map_err(|e| self.eval_err(name, e))? {
+                Val::Json(serde_json::Value::Array(items)) => items,
+                Val::Int(_) => return Err(not_a_list("an integer")),
+                _ => return Err(not_a_list("a value")),
+            },
+        };
+        if items.is_empty() {
+            return Ok(None);
+        }
+        items
+            .iter()
+            .map(|v| {
+                v.as_i64()
+                    .map(i128::from)
+                    .ok_or_else(|| not_a_list(&format!("a list holding {v}")))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }

@@ -207,6 +207,8 @@ pub struct InputIr {
     pub temporal_patch: Option<Expr>,
     pub frames: Option<Expr>,
     pub merge: Option<Expr>,
+    /// The input takes videos encoded as one sequence of all their temporal patches.
+    pub video: bool,
     pub loc: Location,
 }
 

@@ -1474,6 +1474,7 @@ impl Loader<'_> {
                 temporal_patch,
                 frames,
                 merge,
+                video: d.video,
                 loc,
             });
         }

@@ -326,6 +326,11 @@ pub struct InputDef {
     /// Side of the square of patches a spatial merge joins; default 1.
     #[serde(default)]
     pub merge: Option<Scalar>,
+    /// The input also takes videos, each encoded as one sequence: the tower attends across
+    /// all of a video's temporal patches at once (MiniMax-M3's `self.merge_temporal = True`).
+    /// A run may then count a video (`--video FRAMESxHxW`); without it, it may not.
+    #[serde(default)]
+    pub video: bool,
 }
 
 /// A model dim's binding: an expression, or an expression with the source anchor that says why

@@ -137,6 +137,7 @@ fn patches_positions_and_per_image_flops() {
         Some(ImageSize {
             height: 16,
             width: 16,
+            frames: None,
         }),
     );
     assert_eq!((a.images[0].patches, a.images[0].tokens), (16, 4));
@@ -154,6 +155,7 @@ fn sizes_that_do_not_cut_are_located_errors() {
             Some(ImageSize {
                 height: h,
                 width: w,
+                frames: None,
             }),
         )
     };

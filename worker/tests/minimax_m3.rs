@@ -85,13 +85,20 @@ fn minimax_m3_validates_with_every_guard_and_every_tensor_claimed() {
 /// engine's (docs/conventions.md): a matmul is 2 x its MACs, a bias is free, LayerNorm 5 and
 /// GELU 8 per element, a residual add 1, rope 3 per rotated channel, softmax 5 per score.
 fn vision_flops(height: i128, width: i128) -> i128 {
+    // An image is one temporal patch: the Conv3d's 2 frames.
+    video_flops(2, height, width)
+}
+
+/// The same for a video of `frames` frames: `(frames / 2) * (height / 14) * (width / 14)`
+/// patches, attended all together (`self.merge_temporal = True`: one sequence per video).
+fn video_flops(frames: i128, height: i128, width: i128) -> i128 {
     let (d, heads, ffn, depth) = (1280, 16, 5120, 32);
     let (text, proj) = (6144, 6144);
     let head_dim = d / heads;
     // `spatial_dim = 2 * ((dim // 3) // 2)` per axis, three axes: 78 channels rotate.
     let rotary = 3 * (2 * ((head_dim / 3) / 2));
     let pixels = 3 * 2 * 14 * 14;
-    let patches = (height / 14) * (width / 14);
+    let patches = (frames / 2) * (height / 14) * (width / 14);
     let merged = patches / 4;
     let per_patch = 2 * pixels * d     // embeddings.proj (Conv3d, kernel = stride, no bias)
         + 5 * d                        // pre_layrnorm
@@ -125,10 +132,65 @@ fn vision_flops_per_image_follow_the_source_shapes() {
     let a = evaluated(Some(ImageSize {
         height: 448,
         width: 448,
+        frames: None,
     }));
     let [e] = a.encoder_summaries().try_into().unwrap();
     assert_eq!((e.patches, e.tokens_per_image), (1_024, 256));
     assert_eq!(e.flops_per_image, vision_flops(448, 448));
+}
+
+fn eval_errors(size: ImageSize) -> Vec<(String, String)> {
+    let s = subject::resolve(M3, None).unwrap();
+    let ir = specs::load(&s.target).unwrap();
+    let a = evaluate_at(&ir, &s.truth.config, EvalOptions::default(), Some(size));
+    a.errors
+        .iter()
+        .map(|e| {
+            (
+                e.message.clone(),
+                e.location.node.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn vision_flops_per_video_follow_the_source_shapes() {
+    let video = |s: &str| ImageSize::parse_video(s).unwrap();
+    let a = evaluated(Some(video("16x448x448")));
+    let [e] = a.encoder_summaries().try_into().unwrap();
+    assert_eq!((e.frames, e.height, e.width), (16, 448, 448));
+    // 8 temporal patches of 32 x 32: 8,192 patches, 2,048 tokens after the 2 x 2 merge.
+    assert_eq!((e.patches, e.tokens_per_image), (8_192, 2_048));
+    assert_eq!(e.flops_per_image, video_flops(16, 448, 448));
+    assert_eq!(e.flops_per_image, 23_037_200_039_936);
+    // Two frames are one temporal patch: the image's count.
+    let a = evaluated(Some(video("2x448x448")));
+    assert_eq!(
+        a.encoder_summaries()[0].flops_per_image,
+        vision_flops(448, 448)
+    );
+    // Bad videos are located errors at the input, never a number.
+    for (size, says) in [
+        (
+            "15x448x448",
+            "15 frames are not a whole number of 2-frame patches",
+        ),
+        ("16x450x448", "not a whole number of 14-pixel patches"),
+        (
+            "16x42x42",
+            "a spatial merge of 2x2 patches does not divide the 3x3 patch grid",
+        ),
+    ] {
+        let errs = eval_errors(video(size));
+        assert!(
+            errs.iter()
+                .any(|(m, node)| m.contains(says) && node == "inputs.pixel_values"),
+            "{size}: {errs:?}"
+        );
+    }
+    assert!(ImageSize::parse_video("448x448").is_err());
+    assert!(ImageSize::parse_video("0x448x448").is_err());
 }
 
 /// The spec with the tower cut out: the token embedding feeds the layers directly.

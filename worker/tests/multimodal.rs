@@ -123,6 +123,7 @@ fn qwen3_5_vision_flops_per_image_follow_the_source_shapes() {
     let a = evaluated(Some(ImageSize {
         height: 448,
         width: 448,
+        frames: None,
     }));
     let [e] = a.encoder_summaries().try_into().unwrap();
     assert_eq!((e.patches, e.tokens_per_image), (784, 196));
@@ -296,6 +297,7 @@ fn image_sizes_that_do_not_cut_into_patches_are_located_errors() {
             Some(ImageSize {
                 height: h,
                 width: w,
+                frames: None,
             }),
         )
     };
@@ -320,7 +322,8 @@ fn image_sizes_that_do_not_cut_into_patches_are_located_errors() {
         "448x448".parse::<ImageSize>(),
         Ok(ImageSize {
             height: 448,
-            width: 448
+            width: 448,
+            frames: None,
         })
     );
     assert!("448".parse::<ImageSize>().is_err());

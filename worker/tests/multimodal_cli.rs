@@ -85,6 +85,47 @@ fn analyze_counts_images_in_the_prompt() {
     assert!(b.get("images").is_none());
     assert_eq!(a["prefill"], b["prefill"]);
     assert_eq!(a["kv_bytes_per_request"], b["kv_bytes_per_request"]);
+    // The TTFT is the images' encoding and the prefill: the encoder's FLOPs (one GPU here)
+    // and its weights (446,571,248 BF16 parameters) from the spec, decode untouched.
+    let e = &a["encode"];
+    assert_eq!(e["flops_per_gpu"], 2 * 2_613_107_589_120i64);
+    assert_eq!(e["weight_bytes_per_gpu"], 2 * 446_571_248i64);
+    assert_eq!(
+        (e["images_per_request"].as_i64(), e["gpus"].as_i64()),
+        (Some(2), Some(1))
+    );
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert!(f(&e["bound_s"]) > 0.0 && f(&e["estimate_s"]) >= f(&e["bound_s"]));
+    assert_eq!(
+        f(&a["ttft_bound_s"]),
+        f(&a["prefill"]["bound_s"]) + f(&e["bound_s"])
+    );
+    assert_eq!(
+        f(&a["ttft_estimate_s"]),
+        f(&a["prefill"]["estimate_s"]) + f(&e["estimate_s"])
+    );
+    assert_eq!(a["labels"]["encode.bound_s"], "bound");
+    assert!(b.get("encode").is_none());
+    assert_eq!(f(&b["ttft_bound_s"]), f(&b["prefill"]["bound_s"]));
+    assert_eq!(a["decode"], b["decode"]);
+    assert_eq!(a["tpot_bound_s"], b["tpot_bound_s"]);
+    // Two tensor-parallel GPUs split the encoding between them.
+    let mut tp2 = base.to_vec();
+    tp2[5] = "2";
+    tp2[7] = "attn=tp2";
+    tp2.extend(["--input", "1000", "--images", "2"]);
+    let (code, out, err) = run(&tp2);
+    assert_eq!(code, 0, "{err}");
+    let t: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(t["encode"]["gpus"], 2);
+    assert_eq!(t["encode"]["flops_per_gpu"], 2_613_107_589_120i64);
+    // The text report shows both parts.
+    let mut text = base[..base.len() - 1].to_vec();
+    text.extend(["--input", "1000", "--images", "2"]);
+    let (code, out, err) = run(&text);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("encode images"), "{out}");
+    assert!(out.contains("(encode + prefill)"), "{out}");
     let (code, _, err) = run(&[
         "analyze",
         "meta-llama/Llama-3.1-8B",
@@ -95,4 +136,47 @@ fn analyze_counts_images_in_the_prompt() {
     ]);
     assert_ne!(code, 0);
     assert!(err.contains("has no image input"), "{err}");
+}
+
+#[test]
+fn show_counts_a_video_where_the_tower_takes_one() {
+    // MiniMax-M3 encodes a video as one sequence: 16 frames of 448 x 448 are 8 temporal
+    // patches of 32 x 32 (its count from the source's shapes is in tests/minimax_m3.rs).
+    let (code, out, err) = run(&[
+        "show",
+        "MiniMaxAI/MiniMax-M3",
+        "--json",
+        "--video",
+        "16x448x448",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let e = &v["encoders"][0];
+    assert_eq!(
+        (e["frames"].as_i64(), e["patches"].as_i64()),
+        (Some(16), Some(8_192))
+    );
+    assert_eq!(e["tokens_per_image"], 2_048);
+    assert_eq!(e["flops_per_image"], 23_037_200_039_936i64);
+    let (code, out, err) = run(&["show", "MiniMaxAI/MiniMax-M3", "--video", "16x448x448"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("at 16 frames of 448x448 (8,192 patches, 2,048 tokens per video)"),
+        "{out}"
+    );
+    // Frames that are not whole temporal patches: a located error at the input.
+    let (code, _, err) = run(&["show", "MiniMaxAI/MiniMax-M3", "--video", "15x448x448"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("15 frames are not a whole number of 2-frame patches"),
+        "{err}"
+    );
+    assert!(err.contains("inputs.pixel_values"), "{err}");
+    // Qwen3.5's tower attends frame by frame, which the spec does not say: no video count.
+    let (code, _, err) = run(&["show", "Qwen/Qwen3.5-35B-A3B", "--video", "4x448x448"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("takes no video"), "{err}");
+    let (code, _, err) = run(&["show", "MiniMaxAI/MiniMax-M3", "--video", "448x448"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("FRAMESxHEIGHTxWIDTH"), "{err}");
 }

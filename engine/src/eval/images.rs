@@ -28,9 +28,11 @@ impl<'a> Walker<'a> {
             self.eval_int(&input.height, env, loc, &what("height"))?,
             self.eval_int(&input.width, env, loc, &what("width"))?,
         );
+        let mut video_frames = None;
         if let Some(size) = self.image {
             height = Q::lit(size.height);
             width = Q::lit(size.width);
+            video_frames = size.frames;
         }
         let channels = self.eval_int(&input.channels, env, loc, &what("channels"))?;
         let patch = self.eval_int(&input.patch, env, loc, &what("patch"))?;
@@ -39,7 +41,19 @@ impl<'a> Walker<'a> {
             None => Some(d),
         };
         let temporal = opt(self, &input.temporal_patch, "temporal_patch", Q::one())?;
-        let frames = opt(self, &input.frames, "frames", temporal.clone())?;
+        let mut frames = opt(self, &input.frames, "frames", temporal.clone())?;
+        if let Some(f) = video_frames {
+            if !input.video {
+                self.error(
+                    code::EVAL,
+                    format!("input `{name}` takes no video: the spec does not say that its tower encodes a video's temporal patches as one sequence"),
+                    loc,
+                    Some("count an image (`--image HxW`), or declare `video: true` on the input where the source attends across a video's frames at once".into()),
+                );
+                return None;
+            }
+            frames = Q::lit(f);
+        }
         let merge = opt(self, &input.merge, "merge", Q::one())?;
         for (k, q) in [
             ("height", &height),
@@ -85,7 +99,11 @@ impl<'a> Walker<'a> {
                     frames.v, temporal.v
                 ),
                 loc,
-                None,
+                Some(format!(
+                    "give a frame count that is a multiple of the temporal patch size {} (the processor pads to one), e.g. {}",
+                    temporal.v,
+                    (frames.v / temporal.v + 1) * temporal.v
+                )),
             );
             return None;
         }

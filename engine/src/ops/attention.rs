@@ -7,8 +7,15 @@ pub(super) static OPS: &[OpSpec] = &[
         "rope",
         Preserve,
         Some(1),
-        ["dim", "rotary_dim?", "scaling?", "interleaved?"],
-        "Rotary position embedding on the first `rotary_dim` channels of the last axis. `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope).",
+        [
+            "dim",
+            "rotary_dim?",
+            "scaling?",
+            "interleaved?",
+            "sections?",
+            "sections_interleaved?"
+        ],
+        "Rotary position embedding on the first `rotary_dim` channels of the last axis. `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope); `interleaved` pairs adjacent channels instead of halves. Multi-axis rope (mRoPE): `sections` lists how many of the rotary_dim/2 frequencies each position axis (time, height, width) drives, summing to rotary_dim/2; `sections_interleaved` takes them round-robin (t h w t h w ...) instead of one contiguous run per axis.",
         "[..., dim] -> same",
         "none",
         "0",
@@ -116,6 +123,32 @@ fn selection_groups(sel: &Shape, heads: &Q) -> Result<(), OpError> {
     Ok(())
 }
 
+/// mRoPE's sections split the rotary_dim/2 frequencies among the position axes: each takes a
+/// positive count and together they take all of them (the source's `mrope_section`). Which
+/// frequencies each axis takes changes no count; the source guard checks the layout.
+/// `sections_interleaved` without sections lays out nothing (a component passes the flag to
+/// every rope it builds); the source guard holds a rope's sections to the source (M026).
+fn rope_sections(rotary_dim: &Q, a: &dyn Args) -> Result<(), OpError> {
+    a.flag("sections_interleaved")?;
+    let Some(sections) = a.int_list("sections")? else {
+        return Ok(());
+    };
+    let half = rotary_dim.v / 2;
+    let sum: i128 = sections.iter().map(|&n| n.max(0)).sum();
+    if sections.is_empty() || sections.iter().any(|&n| n <= 0) || sum != half {
+        return Err(OpError {
+            code: code::SHAPE_AXIS,
+            message: format!(
+                "rope: sections {sections:?} must be positive and sum to rotary_dim/2 = {half} (they sum to {sum})"
+            ),
+            hint: Some(
+                "each position axis takes some of the rotary_dim/2 frequencies and together they take all: check `rotary_dim` (partial rotary) and the config's mrope_section".into(),
+            ),
+        });
+    }
+    Ok(())
+}
+
 pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, OpError> {
     let x0 = || inputs.first().cloned().unwrap_or_default();
     match op {
@@ -133,6 +166,7 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                     ),
                 );
             }
+            rope_sections(&r, a)?;
             Ok(OpOut::shape(s.clone()).flops(&(&lit(3) * &r) * &lead(&s)))
         }
         "head_split" => {
@@ -278,5 +312,46 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             Ok(out)
         }
         other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_args::args;
+
+    fn rope(bound: &dyn Args) -> Result<OpOut, OpError> {
+        apply(
+            "rope",
+            &[vec![Axis::Dim(lit(2)), Axis::Dim(lit(256))]],
+            bound,
+        )
+    }
+
+    #[test]
+    fn mrope_sections_share_out_the_rotary_half_width() {
+        // Qwen3.5: head_dim 256, partial rotary 0.25, mrope_section [11, 11, 10].
+        let base = [
+            ("dim", 256),
+            ("rotary_dim", 64),
+            ("sections_interleaved", 1),
+        ];
+        let plain = rope(&args(&base[..2])).unwrap();
+        let ok = rope(&args(&base).list("sections", &[11, 11, 10])).unwrap();
+        assert_eq!(ok.flops_fixed.v, plain.flops_fixed.v);
+        assert_eq!(ok.flops_fixed.v, 3 * 64 * 2);
+        for bad in [&[11, 11, 11][..], &[16, 16, 16], &[32, 0], &[]] {
+            let e = rope(&args(&base).list("sections", bad)).unwrap_err();
+            assert_eq!(e.code, code::SHAPE_AXIS, "{bad:?}");
+            assert!(e.message.contains("rotary_dim/2 = 32"), "{}", e.message);
+        }
+        // Sections of the whole head dim do not fit a partial rotary.
+        let e = rope(&args(&base).list("sections", &[48, 40, 40])).unwrap_err();
+        assert!(e.message.contains("sum to 128"), "{}", e.message);
+        // No sections: a one-axis rope, whatever the layout flag says.
+        assert_eq!(
+            rope(&args(&base)).unwrap().flops_fixed.v,
+            plain.flops_fixed.v
+        );
     }
 }

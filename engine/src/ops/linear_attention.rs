@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn mamba2_retnet_and_gla_layers_keep_state_per_head() {
-        let none = Bound(HashMap::new());
+        let none = Bound(HashMap::new(), HashMap::new());
         // Mamba-2 / SSD: C and B [groups=1, d_state=16], x [heads=8, head_dim=4], dt*A per head.
         let m = apply(
             "linear_attention",
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(m.flops_fixed.v, 5 * 8 * 16 * 4);
         assert_eq!(m.shape, s(&[8, 4]));
         // RetNet: a fixed per-head decay, no decay input.
-        let fixed = Bound(HashMap::from([("fixed_decay", 1)]));
+        let fixed = Bound(HashMap::from([("fixed_decay", 1)]), HashMap::new());
         let r = apply(
             "linear_attention",
             &[s(&[4, 8]), s(&[4, 8]), s(&[4, 16])],
@@ -345,7 +345,7 @@ mod tests {
 
     #[test]
     fn decay_gate_reads_one_rate_per_head_and_one_bias_per_element() {
-        let heads = Bound(HashMap::from([("heads", 4)]));
+        let heads = Bound(HashMap::from([("heads", 4)]), HashMap::new());
         let g = apply(
             "decay_gate",
             &[s(&[4, 8]), s(&[1, 1, 4, 1]), s(&[32])],

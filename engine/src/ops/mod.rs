@@ -358,6 +358,9 @@ pub trait Args {
     fn opt_int(&self, name: &str) -> Result<Option<Q>, OpError>;
     fn flag(&self, name: &str) -> Result<bool, OpError>;
     fn text(&self, name: &str) -> Result<Option<String>, OpError>;
+    /// A list of integers (`sections: config.rope_parameters.mrope_section`); `None` when the
+    /// node does not give the argument.
+    fn int_list(&self, name: &str) -> Result<Option<Vec<i128>>, OpError>;
     /// The node's explicit `shape:` (parameter and buffer nodes), evaluated.
     fn shape(&self) -> Result<Option<Vec<Q>>, OpError>;
 }

@@ -285,6 +285,9 @@ mod tests {
             fn text(&self, name: &str) -> Result<Option<String>, OpError> {
                 Ok((name == "scoring").then(|| self.0.to_string()))
             }
+            fn int_list(&self, _: &str) -> Result<Option<Vec<i128>>, OpError> {
+                Ok(None)
+            }
             fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
                 Ok(None)
             }

@@ -5,11 +5,22 @@ use std::collections::HashMap;
 use super::{Args, OpError, lit};
 use crate::q::Q;
 
-pub(crate) struct Bound(pub(crate) HashMap<&'static str, i128>);
+pub(crate) struct Bound(
+    pub(crate) HashMap<&'static str, i128>,
+    pub(crate) HashMap<&'static str, Vec<i128>>,
+);
 
 /// Integer arguments by name, as an op's unit test binds them.
 pub(crate) fn args(kv: &[(&'static str, i128)]) -> Bound {
-    Bound(kv.iter().copied().collect())
+    Bound(kv.iter().copied().collect(), HashMap::new())
+}
+
+impl Bound {
+    /// The same arguments with a list argument bound too.
+    pub(crate) fn list(mut self, name: &'static str, v: &[i128]) -> Bound {
+        self.1.insert(name, v.to_vec());
+        self
+    }
 }
 
 impl Args for Bound {
@@ -28,6 +39,9 @@ impl Args for Bound {
     }
     fn text(&self, _: &str) -> Result<Option<String>, OpError> {
         Ok(None)
+    }
+    fn int_list(&self, name: &str) -> Result<Option<Vec<i128>>, OpError> {
+        Ok(self.1.get(name).cloned())
     }
     fn shape(&self) -> Result<Option<Vec<Q>>, OpError> {
         Ok(None)

@@ -8,7 +8,9 @@
 //! - activations: the MLP classes' `ACT2FN[config.hidden_act]` (or a literal) names the
 //!   activation; with none in the source, config's `hidden_act`/`hidden_activation` does;
 //! - rotary layout: the rotary function the attention calls (under the config condition the
-//!   source guards it with) rotates halves (`rotate_half`) or interleaved pairs.
+//!   source guards it with) rotates halves (`rotate_half`) or interleaved pairs; a vision
+//!   tower's rope is held to the tower's code, the text model's to the rest (`parts`);
+//! - mRoPE sections (M026, `mrope`): how a multi-axis rope shares its frequencies out.
 //!
 //! A fact the source does not settle (no such module, two classes that disagree) is not
 //! checked: the guard never guesses.
@@ -18,6 +20,7 @@ use std::collections::BTreeSet;
 use harch_engine::Analysis;
 use harch_engine::ir::ModelIr;
 
+use super::parts::{self, Part, PartLines};
 use super::skeleton::{Skeleton, calls};
 use crate::report::Diagnostic;
 use crate::truth::Truth;
@@ -32,6 +35,9 @@ pub mod code {
     /// An RMSNorm that scales by `weight` where the source's class scales by `1 + weight`
     /// (a zero-centred weight), or the other way round.
     pub const NORM_OFFSET: &str = "M023";
+    /// A multi-axis rope whose sections or their interleaving differ from the source's and
+    /// config's (or a rope with sections where the source has one position axis).
+    pub const MROPE_SECTIONS: &str = "M026";
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,12 +63,14 @@ pub fn check(_ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     let mut out = norms(a, truth, &sk);
     out.extend(norm_offsets(a, truth, &sk));
     out.extend(activations(a, truth, &sk));
-    out.extend(rope_layout(a, truth, &sk));
+    let parts = parts::split(a, &sk, &root_class(truth));
+    out.extend(rope_layout(a, truth, &sk, &parts));
+    out.extend(super::mrope::check(a, truth, &sk, &parts));
     out.extend(super::towers::check(a, &sk));
     out
 }
 
-fn once(seen: &mut BTreeSet<String>, d: Diagnostic, out: &mut Vec<Diagnostic>) {
+pub(super) fn once(seen: &mut BTreeSet<String>, d: Diagnostic, out: &mut Vec<Diagnostic>) {
     let l = &d.location;
     if seen.insert(format!("{}{:?}{}{}", d.code, l.file, l.line, l.column)) {
         out.push(d);
@@ -138,7 +146,7 @@ fn has_unit_offset(text: &str) -> bool {
 }
 
 /// An op's boolean argument (`interleaved: true`, `unit_offset: norm_unit_offset`).
-fn arg_flag(n: &harch_engine::analysis::NodeRow, name: &str) -> bool {
+pub(super) fn arg_flag(n: &harch_engine::analysis::NodeRow, name: &str) -> bool {
     n.args
         .get(name)
         .map(|v| v.int.map(|i| i != 0).unwrap_or(v.text == "true"))
@@ -468,10 +476,15 @@ fn tested_key(line: &str) -> Option<&str> {
         .then_some(&key[..end])
 }
 
-/// The layout of the rotary calls the forward code makes under the config it runs with.
-fn expected_layout(truth: &Truth, sk: &Skeleton) -> Option<(Layout, String)> {
+/// The layout of the rotary calls `lines` of the forward code make under the config it runs
+/// with.
+fn expected_layout(
+    truth: &Truth,
+    sk: &Skeleton,
+    lines: &[(usize, &str)],
+) -> Option<(Layout, String)> {
     let mut found: BTreeSet<(Layout, String)> = BTreeSet::new();
-    for (j, (ind, line)) in sk.lines.iter().enumerate() {
+    for (j, (ind, line)) in lines.iter().enumerate() {
         let t = line.trim_start();
         if t.starts_with("def ") || t.starts_with('#') {
             continue;
@@ -484,16 +497,16 @@ fn expected_layout(truth: &Truth, sk: &Skeleton) -> Option<(Layout, String)> {
             // config says so.
             let mut applies = true;
             let mut why = String::new();
-            let opener = sk.lines[..j]
+            let opener = lines[..j]
                 .iter()
                 .rposition(|(i, l)| *i < *ind && !l.trim().is_empty());
             if let Some(o) = opener {
-                let (oi, ol) = sk.lines[o];
+                let (oi, ol) = lines[o];
                 let ot = ol.trim();
                 let test = if ot.starts_with("if ") {
                     tested_key(ot).map(|k| (k, true))
                 } else if ot == "else:" {
-                    sk.lines[..o]
+                    lines[..o]
                         .iter()
                         .rev()
                         .find(|(i, l)| *i == oi && !l.trim().is_empty())
@@ -524,14 +537,23 @@ fn expected_layout(truth: &Truth, sk: &Skeleton) -> Option<(Layout, String)> {
     }
 }
 
-/// M022: every rotary op pairs channels as the source's rotary function does.
-fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
+/// M022: every rotary op pairs channels as the rotary function its part of the source (the
+/// vision tower's classes, or the text model's) calls does.
+fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton, parts: &PartLines) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let Some((want, from)) = expected_layout(truth, sk) else {
-        return out;
-    };
+    let expected = [Part::Text, Part::Tower].map(|p| expected_layout(truth, sk, parts.get(p)));
     let mut seen = BTreeSet::new();
     for n in a.nodes.iter().filter(|n| n.op == "rope") {
+        let part = Part::of(n);
+        let Some((want, from)) = &expected[part as usize] else {
+            continue;
+        };
+        let want = *want;
+        let whose = if parts.has_tower {
+            format!("{} of the source applies", part.say())
+        } else {
+            "the source applies".to_string()
+        };
         let got = if arg_flag(n, "interleaved") {
             Layout::Interleaved
         } else {
@@ -544,7 +566,7 @@ fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton) -> Vec<Diagnostic> {
                     "semantic",
                     code::ROPE_LAYOUT,
                     format!(
-                        "rope `{}` pairs channels {} but the source applies {from}, {}",
+                        "rope `{}` pairs channels {} but {whose} {from}, {}",
                         n.id,
                         got.say(),
                         want.say()

@@ -12,6 +12,8 @@ mod count_anchor;
 mod dataflow;
 mod deployment;
 mod kinds;
+mod mrope;
+mod parts;
 mod router_source;
 mod selection;
 mod skeleton;

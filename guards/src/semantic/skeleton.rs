@@ -279,11 +279,16 @@ fn assignments<'s>(lines: &[&'s str]) -> BTreeMap<&'s str, Vec<&'s str>> {
         let mut ctors = Vec::new();
         let mut piece: &'s str = rhs;
         for n in 0..MAX_RHS_LINES {
-            ctors.extend(calls(piece).into_iter().filter(|c| {
+            ctors.extend(calls(piece).into_iter().filter_map(|c| {
+                let upper = |s: &str| s.chars().next().is_some_and(|ch| ch.is_ascii_uppercase());
                 let base = c.rsplit('.').next().unwrap_or(c);
-                base.chars()
-                    .next()
-                    .is_some_and(|ch| ch.is_ascii_uppercase())
+                if upper(base) {
+                    return Some(c);
+                }
+                // A factory on a class builds that class:
+                // `Kimi_K25VisionModel._from_config(config.vision_config)`.
+                let (class, method) = c.split_once('.')?;
+                (upper(class) && matches!(method, "_from_config" | "from_config")).then_some(class)
             }));
             for ch in piece.chars() {
                 match ch {
@@ -387,6 +392,22 @@ def apply_rotary_pos_emb(q, k, cos, sin):
         assert_eq!(sk.config_defaults["rope_interleave"], "True");
         assert_eq!(sk.config_defaults["head_dim"], "128");
         assert!(sk.class_text("FooRMSNorm").contains("1.0 + self.weight"));
+    }
+
+    #[test]
+    fn a_factory_on_a_class_builds_that_class() {
+        let src = "class Tower(nn.Module):\n    pass\n\n\nclass Composite(nn.Module):\n    def __init__(self, config):\n        self.vision_tower = Tower._from_config(config.vision_config)\n        self.language_model = AutoModel.from_config(config.text_config)\n        self.helper = Tower.build_helper(config)\n";
+        let mut m = BTreeMap::new();
+        m.insert("modeling_c.py".to_string(), src.to_string());
+        let sk = Skeleton::read(&m);
+        assert_eq!(sk.module_ctors("Composite", "vision_tower"), vec!["Tower"]);
+        // A class the source does not define is named as written; another method is no
+        // constructor.
+        assert_eq!(
+            sk.module_ctors("Composite", "language_model"),
+            vec!["AutoModel"]
+        );
+        assert!(sk.module_ctors("Composite", "helper").is_empty());
     }
 
     #[test]

@@ -187,12 +187,16 @@ pub struct Args {
     #[arg(long)]
     pub bytes: bool,
     /// Images per request: their tokens join the prompt (the prefill context) and their
-    /// encoding is reported per request.
+    /// encoding runs before the prefill (its time is part of the TTFT).
     #[arg(long, default_value_t = 0)]
     pub images: u32,
     /// Count image inputs at this resolution (HEIGHTxWIDTH pixels); default each input's own.
     #[arg(long, value_name = "HxW")]
     pub image: Option<harch_engine::ImageSize>,
+    /// Count a video of FRAMES frames at HEIGHTxWIDTH pixels (e.g. 16x448x448) on the image
+    /// inputs that take videos (`video: true`): with `--images N`, N such videos per request.
+    #[arg(long, value_name = "FRAMESxHxW", value_parser = harch_engine::ImageSize::parse_video, conflicts_with = "image")]
+    pub video: Option<harch_engine::ImageSize>,
     /// Answer (exit 0) even when the spec does not validate against its truth; the figures
     /// stay labelled NOT VERIFIED.
     #[arg(long)]
@@ -207,9 +211,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut req = args.deployment.request(&table)?;
     let s = super::friendly::resolve(&args.spec, args.truth.as_deref())?;
     // Formulas on: which dims each axis carries is read from them.
-    let super::whatif::Evaluated { ir, a, mut edits } =
-        args.what_if
-            .evaluate(&s, EvalOptions { symbolic: true }, args.image)?;
+    let super::whatif::Evaluated { ir, a, mut edits } = args.what_if.evaluate(
+        &s,
+        EvalOptions { symbolic: true },
+        args.video.or(args.image),
+    )?;
     // Images fill token positions of the prompt; encoding them runs once per image.
     let (image_tokens, encode_flops) = a.images_in_context(i128::from(args.images));
     if args.images > 0 && a.images.is_empty() {
@@ -223,9 +229,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(c) = req.context.as_mut() {
         *c += image_tokens;
     }
+    req.images = i128::from(args.images);
     if args.images > 0 && !args.json {
         outln!(
-            "{} image(s): {} prompt tokens, encoding {} FLOPs per request (each encoder once per image; not in the phase costs below)",
+            "{} image(s): {} prompt tokens, encoding {} FLOPs per request (each encoder once per image; in the TTFT beside the prefill)",
             args.images,
             image_tokens,
             harch_worker::text::group_digits(encode_flops.v)
@@ -573,7 +580,13 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
         "estimate",
         "bound by"
     );
-    for (name, res) in [("prefill (TTFT)", &r.prefill), ("decode (TPOT)", &r.decode)] {
+    // With images the TTFT is encode + prefill, printed below them.
+    let prefill = if r.encode.is_some() {
+        "prefill"
+    } else {
+        "prefill (TTFT)"
+    };
+    for (name, res) in [(prefill, &r.prefill), ("decode (TPOT)", &r.decode)] {
         match &res.cost {
             Some(c) => outln!(
                 "{:<18} {:>12} {:>12}  {:<14} {:.0}% / {:.0}% / {:.0}%",
@@ -596,6 +609,26 @@ fn print_report(r: &Report, subject: &str, ops: bool) {
                 "{name:<18} {INSUFFICIENT_EVIDENCE}: missing {}",
                 res.missing.join(", ")
             ),
+        }
+    }
+    if let Some(e) = &r.encode {
+        outln!(
+            "{:<18} {:>12} {:>12}  ({} image(s) x {} request(s) on {} GPU(s): {} FLOPs per GPU)",
+            "encode images",
+            seconds(e.bound_s),
+            seconds(e.estimate_s),
+            e.images_per_request,
+            e.requests,
+            e.gpus,
+            digits(e.flops_per_gpu.round() as i128)
+        );
+        if let (Some(b), Some(t)) = (r.ttft_bound_s, r.ttft_estimate_s) {
+            outln!(
+                "{:<18} {:>12} {:>12}  (encode + prefill)",
+                "TTFT",
+                seconds(b),
+                seconds(t)
+            );
         }
     }
     if let (Some(b), Some(e)) = (

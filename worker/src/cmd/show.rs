@@ -18,6 +18,10 @@ pub struct Args {
     /// input's own.
     #[arg(long, value_name = "HxW")]
     pub image: Option<harch_engine::ImageSize>,
+    /// Count a video of FRAMES frames at HEIGHTxWIDTH pixels (e.g. 16x448x448) on the image
+    /// inputs that take videos (`video: true`): their encoder's FLOPs per video.
+    #[arg(long, value_name = "FRAMESxHxW", value_parser = harch_engine::ImageSize::parse_video, conflicts_with = "image")]
+    pub video: Option<harch_engine::ImageSize>,
     #[command(flatten)]
     pub what_if: crate::cmd::whatif::WhatIfArgs,
     /// Exact integers instead of human units (B for billions of parameters, GiB, GFLOP).
@@ -30,13 +34,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = crate::cmd::friendly::resolve(&args.spec, args.truth.as_deref())?;
     let crate::cmd::whatif::Evaluated { ir, a, edits } =
         args.what_if
-            .evaluate(&s, EvalOptions::default(), args.image)?;
+            .evaluate(&s, EvalOptions::default(), args.video.or(args.image))?;
     let sum = a.summary();
     // A what-if is shown beside the spec as it is: each changed figure as old → new.
     let before = if edits.is_empty() {
         None
     } else {
-        let (_, a0) = subject::evaluated_at(&s, EvalOptions::default(), args.image)
+        let (_, a0) = subject::evaluated_at(&s, EvalOptions::default(), args.video.or(args.image))
             .map_err(crate::cli::failed)?;
         Some(a0.summary())
     };
@@ -171,9 +175,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !sum.encoders.is_empty() {
         outln!();
         outln!("{:<28} {:>24}", "text model params", count(sum.params_text));
+        // A run with `--video` counts each input that takes videos at that video.
+        let unit = if args.video.is_some() {
+            "video"
+        } else {
+            "image"
+        };
         for e in &sum.encoders {
+            let frames = if args.video.is_some() {
+                format!("{} frames of ", e.frames)
+            } else {
+                String::new()
+            };
             outln!(
-                "encoder of `{}` at {}x{} ({} patches, {} tokens per image)",
+                "encoder of `{}` at {frames}{}x{} ({} patches, {} tokens per {unit})",
                 e.input,
                 e.height,
                 e.width,
@@ -182,7 +197,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
             outln!("{:<28} {:>24}", "  params", count(e.params));
             outln!("{:<28} {:>24}", "  weight bytes", bytes(e.weight_bytes));
-            outln!("{:<28} {:>24}", "  FLOPs / image", flops(e.flops_per_image));
+            outln!(
+                "{:<28} {:>24}",
+                format!("  FLOPs / {unit}"),
+                flops(e.flops_per_image)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
