@@ -234,18 +234,13 @@ mod tests {
 
     #[test]
     fn every_stage_round_trips_through_its_text() {
-        let all = [
-            Stage::Fetch,
-            Stage::Generate,
-            Stage::Verify,
-            Stage::Review,
-            Stage::Fix,
-            Stage::Publish,
+        let tests = [
             Stage::Noop,
             Stage::Sleep { ms: 2000 },
             Stage::Flaky { failures: 2 },
             Stage::Fail,
         ];
+        let all = Stage::PIPELINE.into_iter().chain(tests);
         for s in all {
             assert_eq!(s.to_string().parse::<Stage>().unwrap(), s);
             let json = serde_json::to_string(&s).unwrap();
