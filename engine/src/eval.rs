@@ -1753,7 +1753,10 @@ impl<'a> Walker<'a> {
                     .get("__state_elements")
                     .and_then(|a| a.int)
                 {
-                    elements = Q::atom(&format!("state({})", c.node), s, self.symbolic);
+                    // Named by the row, not the cache's local node name: blocks that share a
+                    // node name (a compressor's `pooled` in two ratios) keep different states.
+                    let name = format!("state({})", self.out.nodes[row].id);
+                    elements = Q::atom(&name, s, self.symbolic);
                 }
                 if let Some(st) = &c.steps {
                     let Some(steps) = self.eval_int(st, &scope.env, &c.loc, "cache steps") else {

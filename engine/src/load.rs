@@ -195,6 +195,26 @@ fn loc_of(file: &str, l: &serde_saphyr::Location) -> Location {
     Location::at(file, l.line() as u32, l.column() as u32)
 }
 
+/// A gap report's path (`<model>.gap.yaml`): it sits next to its spec and is no spec file.
+pub fn is_gap_report_path(path: &str) -> bool {
+    path.ends_with(".gap.yaml")
+}
+
+/// A model spec's path in a spec repository: a YAML file under `specs/models/` that is no gap
+/// report. Every listing of the repository's model specs goes through this, so a file kind
+/// added beside the specs is no spec anywhere at once.
+pub fn is_model_spec_path(path: &str) -> bool {
+    path.starts_with("specs/models/")
+        && (path.ends_with(".yaml") || path.ends_with(".yml"))
+        && !is_gap_report_path(path)
+}
+
+/// The model spec a gap report belongs to (`specs/models/x.gap.yaml` → `specs/models/x.yaml`).
+pub fn spec_of_gap_report(path: &str) -> Option<String> {
+    path.strip_suffix(".gap.yaml")
+        .map(|stem| format!("{stem}.yaml"))
+}
+
 impl Repo {
     /// Build from `(relative path, contents)` pairs; paths look like `specs/models/llama.yaml`.
     pub fn from_files(files: BTreeMap<String, String>) -> Repo {
@@ -202,8 +222,7 @@ impl Repo {
         let mut clashes: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (path, text) in &files {
             let p = path.as_str();
-            // A gap report (`<model>.gap.yaml`) sits next to its spec and is no spec file.
-            if (!p.ends_with(".yaml") && !p.ends_with(".yml")) || p.ends_with(".gap.yaml") {
+            if (!p.ends_with(".yaml") && !p.ends_with(".yml")) || is_gap_report_path(p) {
                 continue;
             }
             let res: Result<(), SpecError> = (|| {

@@ -381,7 +381,7 @@ fn collect_atoms(text: &str, out: &mut std::collections::BTreeSet<String>) {
 /// themselves carry no values, so each is read where the walk recorded it.
 fn bindings(a: &Analysis, atoms: &std::collections::BTreeSet<String>) -> BTreeMap<String, i128> {
     // A quantity whose whole formula is one atom carries that atom's value (a group's row
-    // count is `layers(moe)`, a recurrent state's elements `state(core)`).
+    // count is `layers(moe)`, a recurrent state's elements `state(layers[linear_moe].attention.core)`).
     let mut alone: BTreeMap<String, i128> = BTreeMap::new();
     let mut note = |q: &Q| {
         if let Some(s) = &q.f

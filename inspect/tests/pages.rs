@@ -32,7 +32,12 @@ fn every_embedded_formula_reads_back_to_the_engines_value() {
             let env = at(&data.bindings, ctx);
             let kv = eval(&data.lens.total.kv_formula, &env)
                 .unwrap_or_else(|e| panic!("{id}: {e} in {}", data.lens.total.kv_formula));
-            assert_eq!(kv, a.cache_bytes_at(ctx), "{id}: KV at {ctx}");
+            assert_eq!(
+                kv,
+                a.cache_bytes_at(ctx),
+                "{id}: KV at {ctx} from {}",
+                data.lens.total.kv_formula
+            );
             let flops = eval(&data.lens.total.flops_formula, &env).unwrap();
             assert_eq!(
                 flops,

@@ -211,7 +211,7 @@ fn library_file_named_like(
     let name = own.model_names().first()?.to_string();
     let models: BTreeMap<String, String> = files
         .iter()
-        .filter(|(k, _)| k.starts_with("specs/models/") && k.as_str() != key)
+        .filter(|(k, _)| harch_engine::load::is_model_spec_path(k) && k.as_str() != key)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Repo::from_files(models)

@@ -80,7 +80,7 @@ pub fn affected_specs(files: &BTreeMap<String, String>, changed: &[String]) -> V
     let repo = Repo::from_files(files.clone());
     let models: Vec<String> = files
         .keys()
-        .filter(|k| k.starts_with("specs/models/") && (k.ends_with(".yaml") || k.ends_with(".yml")))
+        .filter(|k| harch_engine::load::is_model_spec_path(k))
         .cloned()
         .collect();
     let prov = recheck::provenance_by_spec(files);
@@ -93,6 +93,11 @@ pub fn affected_specs(files: &BTreeMap<String, String>, changed: &[String]) -> V
     for path in changed {
         if models.contains(path) {
             out.insert(path.clone());
+        } else if let Some(spec) =
+            harch_engine::load::spec_of_gap_report(path).filter(|s| models.contains(s))
+        {
+            // A gap report labels its spec's figures: a change to it is a change to the spec.
+            out.insert(spec);
         } else if let Some(spec) = by_prov_path.get(path) {
             if models.contains(spec) {
                 out.insert(spec.clone());
@@ -223,4 +228,35 @@ pub async fn write_pages(
         pages.push(path);
     }
     Ok(pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_report_is_no_spec_but_a_change_to_it_rechecks_its_spec() {
+        let files = BTreeMap::from([
+            (
+                "specs/models/m.yaml".to_string(),
+                "kind: model\n".to_string(),
+            ),
+            (
+                "specs/models/m.gap.yaml".to_string(),
+                "kind: dsl_gap\n".to_string(),
+            ),
+            (
+                "specs/models/n.yaml".to_string(),
+                "kind: model\n".to_string(),
+            ),
+        ]);
+        let changed = vec!["specs/models/m.gap.yaml".to_string()];
+        assert_eq!(affected_specs(&files, &changed), ["specs/models/m.yaml"]);
+        // Everything rechecked (a shared file changed): the specs, never the gap report.
+        let changed = vec!["specs/arch/dims.yaml".to_string()];
+        assert_eq!(
+            affected_specs(&files, &changed),
+            ["specs/models/m.yaml", "specs/models/n.yaml"]
+        );
+    }
 }

@@ -80,7 +80,10 @@ pub async fn plan(root: &Path, component: &str, opts: &TruthOptions) -> anyhow::
     after.insert(to.clone(), text);
     let mut edits = BTreeMap::new();
     let mut users = Vec::new();
-    for (path, text) in files.iter().filter(|(k, _)| k.starts_with("specs/models/")) {
+    for (path, text) in files
+        .iter()
+        .filter(|(k, _)| harch_engine::load::is_model_spec_path(k))
+    {
         // A spec that does not load (perhaps because of this very draft) counts as a user when
         // its text names the component: it is then checked, and refuses the promotion.
         let (lists, uses) = match repo.load_model(path) {

@@ -553,7 +553,10 @@ fn a_cache_total_is_explained_one_labelled_term_per_entry_with_every_atom() {
     let terms = v["terms"].as_array().unwrap();
     let sum: i64 = terms.iter().map(|t| t["value"].as_i64().unwrap()).sum();
     assert_eq!(v["value"].as_i64().unwrap(), sum);
-    assert_eq!(v["where"]["state(core)"], 524_288);
+    assert_eq!(
+        v["where"]["state(layers[linear_moe].attention.core)"],
+        524_288
+    );
     assert_eq!(v["where"]["conv_kernel"], 4);
     let (code, out, _) = run(&[
         "explain",

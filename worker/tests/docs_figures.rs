@@ -2,7 +2,7 @@
 //! docs/ablation.md), default budgets (queue.toml's derived agent-stage timeout, ablation.md's
 //! turn cap, docs/queue.md's retry budgets), and the README's build times (measured once, in
 //! docs/benchmarks.md; the README repeats them). A figure that drifted fails here with the
-//! value it should be; `HARCH_UPDATE_DOCS=1 cargo test -p harch-worker --test worker docs_figures::`
+//! value it should be; `HARCH_UPDATE_DOCS=1 cargo test -p harch-worker --test it docs_figures::`
 //! writes the computed values into the files (review the diff).
 //!
 //! Needs the forward source (scripts/fetch-transformers-src, or HARCH_TRANSFORMERS_SRC): prompts

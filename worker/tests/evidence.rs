@@ -660,7 +660,7 @@ fn a_checked_review_survives_a_round_trip_through_json() {
 
 /// Review prompts for every library model (numbered forward source, node paths, tensor list)
 /// stay well inside a 200k-token window. Prints each size:
-/// `cargo test -p harch-worker --test worker evidence::review_prompts -- --nocapture`.
+/// `cargo test -p harch-worker --test it evidence::review_prompts -- --nocapture`.
 #[test]
 fn review_prompts_of_library_models_fit_half_a_200k_window() {
     let repo = specs::read_repo(&root(), &[]).unwrap();

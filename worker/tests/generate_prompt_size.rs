@@ -1,6 +1,6 @@
 //! Generate prompts for real checkpoints stay well inside the agents' context windows, and pick
 //! the right example when the model's own spec is hidden. Prints each prompt's size (bytes,
-//! estimated tokens, largest fragments): `cargo test -p harch-worker --test worker generate_prompt_size::
+//! estimated tokens, largest fragments): `cargo test -p harch-worker --test it generate_prompt_size::
 //! -- --nocapture`.
 //!
 //! Needs the forward source (scripts/fetch-transformers-src, or HARCH_TRANSFORMERS_SRC).

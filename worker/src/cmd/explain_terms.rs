@@ -36,7 +36,7 @@ fn term(a: &Analysis, c: &CacheRow, r#where: &mut Vec<(String, i128)>) -> Term {
         }
     };
     // An atom's value: a dim's, or the whole of the factor it stands for (`layers(full)` is
-    // the count, `state(core)` the elements).
+    // the count, `state(layers[linear_moe].attention.core)` the elements, named by its row).
     for (factor, atoms) in [
         (&c.elements, c.elements.term_atoms()),
         (&c.count, c.count.term_atoms()),
