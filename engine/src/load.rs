@@ -209,12 +209,6 @@ pub fn is_model_spec_path(path: &str) -> bool {
         && !is_gap_report_path(path)
 }
 
-/// The model spec a gap report belongs to (`specs/models/x.gap.yaml` → `specs/models/x.yaml`).
-pub fn spec_of_gap_report(path: &str) -> Option<String> {
-    path.strip_suffix(".gap.yaml")
-        .map(|stem| format!("{stem}.yaml"))
-}
-
 impl Repo {
     /// Build from `(relative path, contents)` pairs; paths look like `specs/models/llama.yaml`.
     pub fn from_files(files: BTreeMap<String, String>) -> Repo {

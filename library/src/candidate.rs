@@ -144,7 +144,7 @@ pub fn validate_with_analysis(
 /// The spec a stage kept (`<spec_dir>/models/<one>.yaml` and its drafts).
 pub fn read_stage_spec(spec_dir: &Path) -> anyhow::Result<Candidate> {
     let mut models = yaml_files(&spec_dir.join("models"))?;
-    models.retain(|(name, _)| !name.ends_with(".gap.yaml"));
+    models.retain(|(name, _)| !harch_engine::load::is_gap_report_path(name));
     let [(model_file, _)] = models.as_slice() else {
         bail!(
             "{} should hold exactly one model spec, found {}",

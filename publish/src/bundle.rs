@@ -235,7 +235,9 @@ fn yaml_names(dir: &Path) -> Result<Vec<String>, PublishError> {
         .map_err(|e| PublishError::transient(format!("listing {}: {e}", dir.display())))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if (name.ends_with(".yaml") || name.ends_with(".yml")) && !name.ends_with(".gap.yaml") {
+        if (name.ends_with(".yaml") || name.ends_with(".yml"))
+            && !harch_engine::load::is_gap_report_path(&name)
+        {
             out.push(name);
         }
     }

@@ -93,11 +93,12 @@ pub fn affected_specs(files: &BTreeMap<String, String>, changed: &[String]) -> V
     for path in changed {
         if models.contains(path) {
             out.insert(path.clone());
-        } else if let Some(spec) =
-            harch_engine::load::spec_of_gap_report(path).filter(|s| models.contains(s))
+        } else if let Some(spec) = models
+            .iter()
+            .find(|m| repo.gap_report(m).is_some_and(|(key, _)| key == path))
         {
             // A gap report labels its spec's figures: a change to it is a change to the spec.
-            out.insert(spec);
+            out.insert(spec.clone());
         } else if let Some(spec) = by_prov_path.get(path) {
             if models.contains(spec) {
                 out.insert(spec.clone());
