@@ -100,6 +100,7 @@ pub mod code {
     pub const OVERFLOW: &str = "A003";
     pub const SCHEDULE_GAP: &str = "A004";
     pub const WHEN_REMOVES: &str = "A005";
+    pub const STREAM_ORDER: &str = "A006";
     /// Shape propagation.
     pub const SHAPE_RANK: &str = "S001";
     pub const SHAPE_AXIS: &str = "S002";

@@ -16,6 +16,7 @@ use crate::ops::{self, Args, OpError, Shape};
 use crate::q::{Num, Q};
 
 mod images;
+mod streams;
 
 /// The most layers one stack repeats: far above any real model, low enough that a config
 /// with `num_hidden_layers: 1000000000` is a located error, not a walk that runs out of memory.
@@ -101,6 +102,8 @@ pub fn evaluate_at(
             ..Default::default()
         },
         reads: RefCell::new(BTreeSet::new()),
+        frames: Vec::new(),
+        saved: HashMap::new(),
     };
     w.bind_dims();
     if w.out.errors.is_empty() {
@@ -180,6 +183,10 @@ struct Walker<'a> {
     symbolic: bool,
     out: Analysis,
     reads: RefCell<BTreeSet<String>>,
+    /// The streams of the stacks being walked, innermost last.
+    frames: Vec<streams::Frame>,
+    /// Append streams of the stacks already walked, by name.
+    saved: HashMap<String, streams::Saved>,
 }
 
 struct ScopeEnv<'e> {
@@ -822,35 +829,26 @@ impl<'a> Walker<'a> {
             .map(|s| s.name.clone())
             .unwrap_or_default();
         let stream_start = self.out.streams.len();
-        for s in &st.streams {
-            self.out.streams.push(StreamRow {
-                stack: node.id.clone(),
-                name: s.name.clone(),
-                carries: s.carries,
-                src: s.src.clone(),
-                producers: vec![],
-                readers: vec![],
-                loc: node.loc.clone(),
-            });
-        }
+        let plan = self.open_streams(node, st, scope, repeat.v, &carried, &groups)?;
+        let single = plan.len() == 1;
         let mut last: Option<Flow> = None;
         let mut produced: Vec<usize> = Vec::new();
-        for (block_name, layers) in &groups {
+        for (group, block_name, layers) in &plan {
             let Some(block) = ir.blocks.get(block_name) else {
                 continue;
             };
             self.out.groups.push(GroupRow {
                 stack: node.id.clone(),
-                block: block_name.clone(),
+                block: group.clone(),
                 layers: layers.clone(),
                 top_role: scope.top_role.clone(),
                 encoder: carried.image.as_ref().map(|p| p.input.clone()),
             });
             let n = layers.len() as Num;
-            let count = if n == repeat.v && groups.len() == 1 {
+            let count = if n == repeat.v && single {
                 repeat.clone()
             } else {
-                Q::atom(&format!("layers({block_name})"), n, self.symbolic)
+                Q::atom(&format!("layers({group})"), n, self.symbolic)
             };
             let path = join_path(&scope.path, node.path.as_deref().unwrap_or(&st.path));
             let mut indices = scope.indices.clone();
@@ -867,8 +865,8 @@ impl<'a> Walker<'a> {
                 role: scope.role.clone(),
                 top_role: scope.top_role.clone(),
                 component: String::new(),
-                id: format!("{}[{block_name}]", join_id(&scope.id, &node.id)),
-                group: Some(block_name.clone()),
+                id: format!("{}[{group}]", join_id(&scope.id, &node.id)),
+                group: Some(group.clone()),
                 block: Some(block),
                 phase: scope.phase,
                 emit_storage: scope.emit_storage,
@@ -876,7 +874,12 @@ impl<'a> Walker<'a> {
             };
             let mut ins = vec![carried.clone()];
             ins.extend(inputs[1..].iter().cloned());
-            let out = self.block(block, &sc, &ins, &node.loc)?;
+            self.enter_group(layers);
+            let Some(out) = self.block(block, &sc, &ins, &node.loc) else {
+                self.close_streams(&[]);
+                return None;
+            };
+            self.leave_group(&out);
             if out.shape != carried.shape {
                 self.error(
                     code::SHAPE_CARRY,
@@ -895,6 +898,7 @@ impl<'a> Walker<'a> {
             produced.extend(out.from.iter().copied());
             last = Some(out);
         }
+        self.close_streams(&produced);
         // The carried stream leaves the stack through whichever layer is last, and each layer
         // reads the one before it: the stack's value depends on every group's output.
         last.map(|mut f| {
@@ -1045,17 +1049,25 @@ impl<'a> Walker<'a> {
         } else {
             scope.phase
         };
+        // Streams the component reads are inputs of its graph; those it publishes, outputs.
+        let read = self.read_streams(comp, &sc, loc)?;
+        let names: Vec<String> = comp.inputs.iter().chain(&comp.reads).cloned().collect();
+        let ins: Vec<Flow> = inputs.iter().chain(&read).cloned().collect();
+        let mut wanted = comp.outputs.clone();
+        wanted.extend(comp.stream_out.iter().map(|(_, n)| n.clone()));
         let main_first = self.out.nodes.len();
-        let (outs, node_idx) = self.graph(
+        let (mut outs, node_idx) = self.graph(
             &comp.nodes,
-            &comp.inputs,
-            &comp.outputs,
-            inputs,
+            &names,
+            &wanted,
+            &ins,
             &Scope {
                 phase: phase_main,
                 ..sc.clone()
             },
         )?;
+        let published = outs.split_off(comp.outputs.len());
+        self.write_streams(comp, &sc, &published, loc);
         let variant_first = self.out.nodes.len();
         if let Some(v) = &comp.decode_variant
             && scope.phase == Phase::Both
@@ -1067,11 +1079,33 @@ impl<'a> Walker<'a> {
                 id: join_id(&sc.id, crate::rows::DECODE_SCOPE),
                 ..sc.clone()
             };
-            if let Some((vouts, vidx)) = self.graph(
+            let vread: Vec<Flow> = var
+                .reads
+                .iter()
+                .filter_map(|r| {
+                    comp.reads
+                        .iter()
+                        .position(|c| c == r)
+                        .map(|k| read[k].clone())
+                })
+                .collect();
+            let vnames: Vec<String> = var.inputs.iter().chain(&var.reads).cloned().collect();
+            let vins: Vec<Flow> = inputs.iter().chain(&vread).cloned().collect();
+            if vread.len() != var.reads.len() {
+                self.error(
+                    code::BAD_STREAM,
+                    format!(
+                        "decode variant `{v}` reads streams `{}` does not",
+                        var.reads.join(", ")
+                    ),
+                    loc,
+                    Some("a decode variant reads the streams its component reads".into()),
+                );
+            } else if let Some((vouts, vidx)) = self.graph(
                 &var.nodes,
-                &var.inputs,
+                &vnames,
                 &var.outputs,
-                inputs,
+                &vins,
                 &Scope {
                     role: var.role.clone(),
                     component: var.name.clone(),
@@ -1211,14 +1245,6 @@ impl<'a> Walker<'a> {
             }
             if self.out.nodes.len() > before {
                 idx.insert(node.id.clone(), self.out.nodes.len() - 1);
-            }
-        }
-        // A value published on a stream is read by other layers.
-        for node in nodes.iter().filter(|n| !n.stream_out.is_empty()) {
-            for v in node.stream_out.values() {
-                if let Some(f) = flows.get(v).or_else(|| flows.get(&node.id)) {
-                    self.out.sinks.extend(f.from.iter().copied());
-                }
             }
         }
         let outs: Option<Vec<Flow>> = outputs.iter().map(|o| flows.get(o).cloned()).collect();

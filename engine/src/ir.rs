@@ -36,6 +36,35 @@ pub struct StreamIr {
     pub name: String,
     pub carries: bool,
     pub src: Option<String>,
+    pub kind: StreamKind,
+}
+
+/// What a stack's stream is (chapter 2.2 of the write-up): every cross-layer value is one.
+#[derive(Clone, Debug)]
+pub enum StreamKind {
+    /// The value passed from each layer to the next.
+    Carried,
+    /// Published by a component's `stream_out` in some layers, read (the latest value written
+    /// before the reading layer) by a component's `reads` in later ones.
+    Internal,
+    /// The carried stream saved at the entry or exit of the layers whose index satisfies `at`.
+    Append {
+        at: Expr,
+        entry: bool,
+        read: ReadMode,
+    },
+    /// An append stream of an earlier stack of the same name, read whole by this one's layers.
+    Earlier { read: ReadMode },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The j-th reading layer reads element j.
+    Each,
+    /// The elements visible to the layer, on a new leading axis.
+    All,
+    /// The visible elements joined along an axis (an index, negative from the end).
+    Concat(i64),
 }
 
 #[derive(Clone, Debug)]
@@ -72,8 +101,6 @@ pub struct NodeIr {
     pub role: Option<String>,
     pub when: Option<Expr>,
     pub instances: Option<InstancesIr>,
-    pub stream_out: IndexMap<String, String>,
-    pub reads: Vec<String>,
     /// Explicit shape of a `parameter` or `buffer` node.
     pub shape: Option<Vec<Expr>>,
     /// Source anchor of a `buffer` node, or of a stack that runs layers past
@@ -142,6 +169,10 @@ pub struct ComponentIr {
     pub axioms: Vec<AxiomIr>,
     pub decode_variant: Option<String>,
     pub source: Option<String>,
+    /// Streams published: (stream, node id).
+    pub stream_out: Vec<(String, String)>,
+    /// Streams read, each an input name of the graph.
+    pub reads: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -241,4 +272,41 @@ impl ModelIr {
     pub fn component(&self, name: &str) -> Option<&Rc<ComponentIr>> {
         self.components.get(name)
     }
+
+    /// The streams that the components of a block (its template, fills, nested components and
+    /// decode variants) publish (`stream_out`) and read (`reads`).
+    pub fn block_streams(&self, block: &str) -> StreamUses {
+        let mut uses = StreamUses::default();
+        let mut todo = vec![block.to_string()];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if let Some(b) = self.blocks.get(&name) {
+                todo.push(b.template.clone());
+                todo.extend(b.fills.values().map(|f| f.name.clone()));
+                continue;
+            }
+            let Some(c) = self.component(&name) else {
+                continue;
+            };
+            uses.written
+                .extend(c.stream_out.iter().map(|(s, _)| s.clone()));
+            uses.read.extend(c.reads.iter().cloned());
+            todo.extend(c.decode_variant.iter().cloned());
+            for n in &c.nodes {
+                if let NodeKind::Component { name, .. } = &n.kind {
+                    todo.push(name.clone());
+                }
+            }
+        }
+        uses
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct StreamUses {
+    pub written: std::collections::BTreeSet<String>,
+    pub read: std::collections::BTreeSet<String>,
 }

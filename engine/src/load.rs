@@ -680,6 +680,8 @@ impl Loader<'_> {
             axioms: vec![],
             decode_variant: None,
             source: None,
+            stream_out: vec![],
+            reads: vec![],
         });
         self.comps.insert(name.to_string(), placeholder);
         self.building.push(name.to_string());
@@ -751,15 +753,18 @@ impl Loader<'_> {
                 defaults.push((k.clone(), e));
             }
         }
+        // A stream the component reads is one more name its nodes' `in:` may take.
+        let graph_inputs: Vec<String> = def.inputs.iter().chain(&def.reads).cloned().collect();
         let nodes = self.graph(
             &def.graph,
-            &def.inputs,
+            &graph_inputs,
             &def.outputs,
             file,
             &allowed,
             &def.slots,
         );
         let node_ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+        self.check_stream_names(def, file, text, &node_ids);
         let mut cache = Vec::new();
         for c in &def.cache {
             let loc = loc_of(file, &c.referenced);
@@ -880,6 +885,50 @@ impl Loader<'_> {
             axioms,
             decode_variant: def.decode_variant.clone(),
             source: def.source.clone(),
+            stream_out: def
+                .stream_out
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            reads: def.reads.clone(),
+        }
+    }
+
+    /// A component's `reads` may not shadow its inputs or nodes, and `stream_out` publishes
+    /// nodes of its own graph.
+    fn check_stream_names(
+        &mut self,
+        def: &ComponentDef,
+        file: &str,
+        text: &str,
+        node_ids: &BTreeSet<&str>,
+    ) {
+        for r in &def.reads {
+            if def.inputs.contains(r) || node_ids.contains(r.as_str()) {
+                self.err(
+                    SpecError::new(
+                        code::DUPLICATE,
+                        format!("`reads` names `{r}`, which is also an input or a node of `{}`", def.component),
+                        key_loc(file, text, "reads"),
+                    )
+                    .hint("a stream read is an input of the graph under its own name; rename the node"),
+                );
+            }
+        }
+        for (stream, node) in &def.stream_out {
+            if !node_ids.contains(node.as_str()) {
+                let hint = closest(node, node_ids.iter().copied())
+                    .map(|c| format!("did you mean `{c}`? "))
+                    .unwrap_or_default();
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_INPUT,
+                        format!("`stream_out` publishes node `{node}` as stream `{stream}`, but `{}` has no such node", def.component),
+                        key_loc(file, text, "stream_out"),
+                    )
+                    .hint(format!("{hint}`stream_out: {{ {stream}: <node id of this graph> }}`")),
+                );
+            }
         }
     }
 
@@ -1123,8 +1172,6 @@ impl Loader<'_> {
                 role: n.role.clone(),
                 when,
                 instances,
-                stream_out: n.stream_out.clone(),
-                reads: n.reads.clone(),
                 shape,
                 src: n.src.clone(),
             });
@@ -1303,16 +1350,25 @@ impl Loader<'_> {
                 .hint("schedule: [{ block: decoder }]"),
             );
         }
+        let carried_name = st
+            .streams
+            .iter()
+            .find(|(_, s)| s.carries)
+            .map(|(n, _)| n.clone());
         let streams: Vec<StreamIr> = st
             .streams
             .iter()
-            .map(|(n, s)| StreamIr {
-                name: n.clone(),
-                carries: s.carries,
-                src: s.src.clone(),
+            .filter_map(|(n, s)| {
+                let kind = self.stream_kind(n, s, carried_name.as_deref(), loc, allowed)?;
+                Some(StreamIr {
+                    name: n.clone(),
+                    carries: s.carries,
+                    src: s.src.clone(),
+                    kind,
+                })
             })
             .collect();
-        let carried = streams.iter().filter(|s| s.carries).count();
+        let carried = st.streams.values().filter(|s| s.carries).count();
         if carried != 1 {
             self.err(
                 SpecError::new(code::BAD_STREAM, format!("a stack carries exactly one stream from layer to layer; this one declares {carried}"), loc.clone())
@@ -1326,6 +1382,108 @@ impl Loader<'_> {
             schedule,
             streams,
         })
+    }
+
+    /// What a declared stream is, from the fields it sets; a mixture is one located error with
+    /// the forms that exist.
+    fn stream_kind(
+        &mut self,
+        name: &str,
+        s: &StreamDef,
+        carried: Option<&str>,
+        loc: &Location,
+        allowed: &dyn Fn(&str) -> bool,
+    ) -> Option<StreamKind> {
+        let bad = |ld: &mut Self, msg: String, hint: &str| {
+            ld.err(
+                SpecError::new(
+                    code::BAD_STREAM,
+                    format!("stream `{name}`: {msg}"),
+                    loc.clone(),
+                )
+                .hint(hint.to_string()),
+            );
+            None
+        };
+        const FORMS: &str = "a stream is carried (`carries: true`), internal (written by `stream_out`, read by `reads`), an append stream (`from: <carried stream>`, `after:` or `before:` a condition over `i`, `read: each|all|concat`) or an earlier stack's append stream (`read:` alone)";
+        let read = match s.read.as_deref() {
+            None => None,
+            Some("each") => Some(ReadMode::Each),
+            Some("all") => Some(ReadMode::All),
+            Some("concat") => {
+                let axis = match &s.axis {
+                    None => -1,
+                    Some(a) => match a.as_expr_text().trim().parse::<i64>() {
+                        Ok(v) => v,
+                        Err(_) => {
+                            return bad(
+                                self,
+                                format!("`axis: {}` is not an integer", a.as_expr_text()),
+                                "axis: -1 joins along the last axis",
+                            );
+                        }
+                    },
+                };
+                Some(ReadMode::Concat(axis))
+            }
+            Some(other) => {
+                return bad(
+                    self,
+                    format!("`read: {other}` is unknown"),
+                    "read: each (element j to the j-th reading layer), all (every element before the layer), concat (joined along `axis`)",
+                );
+            }
+        };
+        if s.axis.is_some() && !matches!(read, Some(ReadMode::Concat(_))) {
+            return bad(self, "`axis:` goes with `read: concat` only".into(), FORMS);
+        }
+        if s.carries {
+            if s.from.is_some() || s.after.is_some() || s.before.is_some() || read.is_some() {
+                return bad(
+                    self,
+                    "a carried stream takes no `from`, `after`, `before` or `read`".into(),
+                    FORMS,
+                );
+            }
+            return Some(StreamKind::Carried);
+        }
+        let Some(from) = &s.from else {
+            if s.after.is_some() || s.before.is_some() {
+                return bad(self, "`after:`/`before:` say when an append stream takes its `from:`, which is missing".into(), FORMS);
+            }
+            return Some(match read {
+                Some(read) => StreamKind::Earlier { read },
+                None => StreamKind::Internal,
+            });
+        };
+        if Some(from.as_str()) != carried {
+            return bad(
+                self,
+                format!(
+                    "`from: {from}` is not this stack's carried stream{}",
+                    carried.map(|c| format!(" (`{c}`)")).unwrap_or_default()
+                ),
+                "an append stream saves the carried stream at a layer's entry or exit; a value inside a layer is published with `stream_out`",
+            );
+        }
+        let (at, entry) = match (&s.after, &s.before) {
+            (Some(a), None) => (a, false),
+            (None, Some(b)) => (b, true),
+            _ => {
+                return bad(self, "an append stream takes exactly one of `after:` (the layer's exit) and `before:` (its entry)".into(), "after: \"i % 4 == 3\"  (a condition over the layer index `i`)");
+            }
+        };
+        let Some(read) = read else {
+            return bad(
+                self,
+                "an append stream needs `read: each|all|concat`".into(),
+                FORMS,
+            );
+        };
+        let what = format!("stream `{name}` {}", if entry { "before" } else { "after" });
+        let at = self.parse_expr(&at.as_expr_text(), loc, &what)?;
+        self.check_names(&at, allowed, loc, &what);
+        Some(StreamKind::Append { at, entry, read })
     }
 
     /// Topological order along `in:` edges; unknown inputs and cycles are errors.

@@ -83,10 +83,6 @@ pub struct NodeDef {
     /// Condition over dims; when false the node passes its first input through unchanged.
     #[serde(rename = "when")]
     pub when: Option<Scalar>,
-    #[serde(default)]
-    pub stream_out: IndexMap<String, String>,
-    #[serde(default)]
-    pub reads: Vec<String>,
     pub summary: Option<String>,
     /// Explicit shape of a `parameter` or `buffer` node: expressions over the component's dims.
     pub shape: Option<Vec<Scalar>>,
@@ -110,6 +106,16 @@ pub struct ScheduleEntry {
 pub struct StreamDef {
     #[serde(default)]
     pub carries: bool,
+    /// An append stream's value: the carried stream, taken at the entry (`before`) or the exit
+    /// (`after`) of each layer whose index satisfies the condition.
+    pub from: Option<String>,
+    pub after: Option<Scalar>,
+    pub before: Option<Scalar>,
+    /// How a layer reads an append stream: `each` (the j-th reading layer reads element j),
+    /// `all` (the elements before it, stacked on a new leading axis), `concat` (joined along
+    /// `axis`). Without `from`, `read:` names an append stream of an earlier stack.
+    pub read: Option<String>,
+    pub axis: Option<Scalar>,
     /// Where the value comes from in the forward source; the text in backticks (or the whole
     /// string) must occur in the source.
     pub src: Option<String>,
@@ -192,6 +198,12 @@ pub struct ComponentDef {
     pub decode_variant: Option<String>,
     /// The forward-source class this component renders (for review and prompts).
     pub source: Option<String>,
+    /// Streams of the enclosing stack this component publishes: stream name -> node id.
+    #[serde(default)]
+    pub stream_out: IndexMap<String, String>,
+    /// Streams of the enclosing stack this component reads; each name is an input of its graph.
+    #[serde(default)]
+    pub reads: Vec<String>,
     /// One-off dims a draft registers for itself (kind and summary, as in dims.yaml); visible
     /// to a model that lists the draft. Library components register theirs in dims.yaml.
     #[serde(default)]

@@ -13,3 +13,5 @@ mod deepseek_v4;
 mod encoders;
 #[path = "fuzz.rs"]
 mod fuzz;
+#[path = "streams.rs"]
+mod streams;

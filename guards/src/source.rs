@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use harch_engine::diag::Location;
-use harch_engine::ir::{ModelIr, NodeKind};
+use harch_engine::ir::{ModelIr, NodeKind, StreamKind};
 
 use crate::report::Diagnostic;
 
@@ -168,33 +168,10 @@ pub fn anchor_snippets(src: &str) -> Vec<String> {
 fn stream_uses(ir: &ModelIr, blocks: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut written = BTreeSet::new();
     let mut read = BTreeSet::new();
-    let mut todo: Vec<String> = Vec::new();
     for b in blocks {
-        if let Some(block) = ir.blocks.get(b) {
-            todo.push(block.template.clone());
-            todo.extend(block.fills.values().map(|f| f.name.clone()));
-        }
-    }
-    let mut seen = BTreeSet::new();
-    while let Some(name) = todo.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        if let Some(block) = ir.blocks.get(&name) {
-            todo.push(block.template.clone());
-            todo.extend(block.fills.values().map(|f| f.name.clone()));
-            continue;
-        }
-        let Some(c) = ir.component(&name) else {
-            continue;
-        };
-        for n in &c.nodes {
-            written.extend(n.stream_out.keys().cloned());
-            read.extend(n.reads.iter().cloned());
-            if let NodeKind::Component { name, .. } = &n.kind {
-                todo.push(name.clone());
-            }
-        }
+        let uses = ir.block_streams(b);
+        written.extend(uses.written);
+        read.extend(uses.read);
     }
     (written, read)
 }
@@ -232,12 +209,29 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
     stored_tensors(ir, &normalized, &buffers, &mut out);
     let statements = std::cell::OnceCell::new();
     let statements = || statements.get_or_init(|| crate::pysrc::Sources::read(&texts));
+    // An append stream may be read by a later stack, which declares it with `read:` alone.
+    let read_later: BTreeSet<&str> = ir
+        .graph
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::Stack(st) => Some(st),
+            _ => None,
+        })
+        .flat_map(|st| st.streams.iter())
+        .filter(|s| matches!(s.kind, StreamKind::Earlier { .. }))
+        .map(|s| s.name.as_str())
+        .collect();
     for node in &ir.graph {
         let NodeKind::Stack(st) = &node.kind else {
             continue;
         };
         let blocks: Vec<String> = st.schedule.iter().map(|s| s.block.clone()).collect();
-        let (written, read) = stream_uses(ir, &blocks);
+        let (written, mut read) = stream_uses(ir, &blocks);
+        for s in &st.streams {
+            if matches!(s.kind, StreamKind::Append { .. }) && read_later.contains(s.name.as_str()) {
+                read.insert(s.name.clone());
+            }
+        }
         for s in &st.streams {
             let loc = node.loc.clone();
             match &s.src {
@@ -263,11 +257,12 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
             }
             // A carried stream is produced by each layer's block and read by the next layer.
             if !s.carries {
-                if !written.contains(&s.name) {
-                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no producer: no component writes it with `stream_out`", s.name, node.id), loc.clone()).hint(format!("a node publishes it with `stream_out: {{ {}: <node> }}`", s.name)));
+                // An append stream is saved by the stack itself, an earlier stack's by that one.
+                if matches!(s.kind, StreamKind::Internal) && !written.contains(&s.name) {
+                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no producer: no component writes it with `stream_out`", s.name, node.id), loc.clone()).hint(format!("a component publishes it with `stream_out: {{ {}: <node> }}`", s.name)));
                 }
                 if !read.contains(&s.name) {
-                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no reader: no component lists it in `reads`", s.name, node.id), loc.clone()).hint(format!("a consuming node declares `reads: [{}]`", s.name)));
+                    out.push(Diagnostic::new("source", code::NO_PRODUCER_OR_READER, format!("stream `{}` of stack `{}` has no reader: no component lists it in `reads`", s.name, node.id), loc.clone()).hint(format!("a consuming component declares `reads: [{}]`", s.name)));
                 }
             }
         }
