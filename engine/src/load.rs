@@ -765,6 +765,18 @@ impl Loader<'_> {
         );
         let node_ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
         self.check_stream_names(def, file, text, &node_ids);
+        for r in &def.reads {
+            if !nodes.iter().any(|n| n.inputs.contains(r)) {
+                self.err(
+                    SpecError::new(
+                        code::UNKNOWN_INPUT,
+                        format!("`{}` reads stream `{r}`, but no node of its graph takes it", def.component),
+                        key_loc(file, text, "reads"),
+                    )
+                    .hint(format!("the node that uses the value names it in `in:` (`in: [q, k, {r}]`), or drop it from `reads`")),
+                );
+            }
+        }
         let mut cache = Vec::new();
         for c in &def.cache {
             let loc = loc_of(file, &c.referenced);

@@ -149,7 +149,13 @@ fn run(c: &Case, patch: Option<&Mutation>) -> (Report, Option<harch_engine::Anal
     validate(&repo, &model, &truth, &GuardSet::all())
 }
 
-const CASES: &[&str] = &["kda_hybrid", "rotary_buffers", "moe_renamed", "nope_layers"];
+const CASES: &[&str] = &[
+    "kda_hybrid",
+    "rotary_buffers",
+    "moe_renamed",
+    "nope_layers",
+    "shared_selection",
+];
 
 #[test]
 fn every_case_validates_and_counts_what_the_checkpoint_holds() {
