@@ -828,6 +828,7 @@ impl<'a> Walker<'a> {
             .find(|s| s.carries)
             .map(|s| s.name.clone())
             .unwrap_or_default();
+        let has_carried = st.streams.iter().any(|s| s.carries);
         let stream_start = self.out.streams.len();
         let plan = self.open_streams(node, st, scope, repeat.v, &carried, &groups)?;
         let single = plan.len() == 1;
@@ -880,7 +881,7 @@ impl<'a> Walker<'a> {
                 return None;
             };
             self.leave_group(&out);
-            if out.shape != carried.shape {
+            if has_carried && out.shape != carried.shape {
                 self.error(
                     code::SHAPE_CARRY,
                     format!("stack `{}`: block `{block_name}` returns {} but the carried stream `{carried_stream}` is {}", node.id, ops::show_shape(&out.shape), ops::show_shape(&carried.shape)),
@@ -899,6 +900,10 @@ impl<'a> Walker<'a> {
             last = Some(out);
         }
         self.close_streams(&produced);
+        if !has_carried {
+            // Independent layers: what they compute leaves through streams only.
+            return Some(carried);
+        }
         // The carried stream leaves the stack through whichever layer is last, and each layer
         // reads the one before it: the stack's value depends on every group's output.
         last.map(|mut f| {
@@ -1578,7 +1583,7 @@ impl<'a> Walker<'a> {
         }
         let image = self.image_after(spec.name, row, inputs, &loc)?;
         // The join runs in the token stream; every other op where its inputs run.
-        if spec.name != ops::JOIN_OP {
+        if spec.name != ops::JOIN_OP && spec.name != ops::ADD_OP {
             self.out.nodes[row].per_image = inputs.iter().find_map(|f| f.image.as_deref().cloned());
         }
         if scope.emit_storage {

@@ -47,11 +47,13 @@ pub enum StreamKind {
     /// Published by a component's `stream_out` in some layers, read (the latest value written
     /// before the reading layer) by a component's `reads` in later ones.
     Internal,
-    /// The carried stream saved at the entry or exit of the layers whose index satisfies `at`.
+    /// The carried stream (`from: None`) saved at the entry or exit of the layers whose index
+    /// satisfies `at`, or an internal stream (`from: Some(name)`) after the layers that write it.
     Append {
         at: Expr,
         entry: bool,
         read: ReadMode,
+        from: Option<String>,
     },
     /// An append stream of an earlier stack of the same name, read whole by this one's layers.
     Earlier { read: ReadMode },

@@ -1367,11 +1367,18 @@ impl Loader<'_> {
             .iter()
             .find(|(_, s)| s.carries)
             .map(|(n, _)| n.clone());
+        let internal: BTreeSet<&str> = st
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.carries && s.from.is_none() && s.read.is_none())
+            .map(|(n, _)| n.as_str())
+            .collect();
         let streams: Vec<StreamIr> = st
             .streams
             .iter()
             .filter_map(|(n, s)| {
-                let kind = self.stream_kind(n, s, carried_name.as_deref(), loc, allowed)?;
+                let kind =
+                    self.stream_kind(n, s, carried_name.as_deref(), &internal, loc, allowed)?;
                 Some(StreamIr {
                     name: n.clone(),
                     carries: s.carries,
@@ -1380,10 +1387,13 @@ impl Loader<'_> {
                 })
             })
             .collect();
+        // Without a carried stream the layers are independent (DeepStack's mergers, one per
+        // saved hidden state): each reads the stack's input and its streams, and the stack's
+        // value is its input.
         let carried = st.streams.values().filter(|s| s.carries).count();
-        if carried != 1 {
+        if carried > 1 {
             self.err(
-                SpecError::new(code::BAD_STREAM, format!("a stack carries exactly one stream from layer to layer; this one declares {carried}"), loc.clone())
+                SpecError::new(code::BAD_STREAM, format!("a stack carries at most one stream from layer to layer; this one declares {carried}"), loc.clone())
                     .hint("streams: { hidden: { carries: true, src: \"`hidden_states = decoder_layer(`\" } }"),
             );
         }
@@ -1403,6 +1413,7 @@ impl Loader<'_> {
         name: &str,
         s: &StreamDef,
         carried: Option<&str>,
+        internal: &BTreeSet<&str>,
         loc: &Location,
         allowed: &dyn Fn(&str) -> bool,
     ) -> Option<StreamKind> {
@@ -1468,16 +1479,20 @@ impl Loader<'_> {
                 None => StreamKind::Internal,
             });
         };
-        if Some(from.as_str()) != carried {
+        let from = if Some(from.as_str()) == carried {
+            None
+        } else if internal.contains(from.as_str()) {
+            Some(from.clone())
+        } else {
             return bad(
                 self,
                 format!(
-                    "`from: {from}` is not this stack's carried stream{}",
+                    "`from: {from}` is neither this stack's carried stream{} nor one of its internal streams",
                     carried.map(|c| format!(" (`{c}`)")).unwrap_or_default()
                 ),
-                "an append stream saves the carried stream at a layer's entry or exit; a value inside a layer is published with `stream_out`",
+                "an append stream saves the carried stream at a layer's entry or exit, or an internal stream (published with `stream_out`) after the layers that write it",
             );
-        }
+        };
         let (at, entry) = match (&s.after, &s.before) {
             (Some(a), None) => (a, false),
             (None, Some(b)) => (b, true),
@@ -1492,10 +1507,24 @@ impl Loader<'_> {
                 FORMS,
             );
         };
+        if entry && let Some(f) = &from {
+            return bad(
+                self,
+                format!(
+                    "`from: {f}` is written inside a layer: it is saved `after:` the layers that write it, not `before:`"
+                ),
+                FORMS,
+            );
+        }
         let what = format!("stream `{name}` {}", if entry { "before" } else { "after" });
         let at = self.parse_expr(&at.as_expr_text(), loc, &what)?;
         self.check_names(&at, allowed, loc, &what);
-        Some(StreamKind::Append { at, entry, read })
+        Some(StreamKind::Append {
+            at,
+            entry,
+            read,
+            from,
+        })
     }
 
     /// Topological order along `in:` edges; unknown inputs and cycles are errors.

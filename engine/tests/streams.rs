@@ -448,3 +448,210 @@ fn a_stream_that_mixes_its_forms_is_a_load_error_with_the_forms() {
         assert!(e.location.line > 0, "{from}: located");
     }
 }
+
+const DEEPSTACK: &str = r#"model: toy_deepstack
+summary: "a tiny vision-language model whose tower's hidden states are merged and added to early decoder layers"
+architectures: [ToyVL]
+dims:
+  d_model: 64
+  n_vocab: 100
+  n_layers: 3
+  n_heads: 4
+  n_kv_heads: 2
+  d_head: 16
+  d_ffn: 128
+  d_vis: 32
+  n_vis_heads: 2
+  d_vis_head: 16
+  d_vis_ffn: 48
+  n_vis_layers: 3
+  vis_patch: 4
+  vis_merge: 2
+  vis_channels: 3
+attrs:
+  rope_type: "'default'"
+blocks:
+  decoder:
+    template: pre_norm_block
+    fill: { attention: gqa_attention, ffn: swiglu_mlp }
+  inject:
+    template: toy_inject_block
+    fill: { attention: gqa_attention, ffn: swiglu_mlp }
+  vision:
+    template: layernorm_block
+    fill: { attention: vision_attention, ffn: gelu_mlp }
+    bind: { d_model: d_vis, n_heads: n_vis_heads, d_head: d_vis_head, d_ffn: d_vis_ffn }
+  merger:
+    template: toy_merger
+    bind: { d_model: d_vis }
+quant_context: { default: bf16 }
+inputs:
+  pixel_values: { kind: image, height: 32, width: 16, channels: vis_channels, patch: vis_patch, merge: vis_merge }
+graph:
+  patch_embed: { op: patch_embed, in: pixel_values, path: visual.patch_embed, args: { channels: vis_channels, out: d_vis, patch: vis_patch } }
+  blocks:
+    in: patch_embed
+    stack:
+      repeat: n_vis_layers
+      path: "visual.blocks.{i}"
+      schedule: [{ block: vision }]
+      streams:
+        hidden: { carries: true }
+        deepstack: { from: hidden, after: "contains(config.vision_config.deepstack_visual_indexes, i)", read: each }
+  mergers:
+    in: blocks
+    stack:
+      repeat: "len(config.vision_config.deepstack_visual_indexes)"
+      path: "visual.deepstack_merger_list.{i}"
+      schedule: [{ block: merger }]
+      streams:
+        deepstack: { read: each }
+        merged: {}
+        deepstack_feat: { from: merged, after: "i >= 0", read: each }
+  merge: { op: spatial_merge, in: blocks, args: { merge: vis_merge } }
+  proj: { op: linear, in: merge, path: visual.proj, args: { in: "vis_merge * vis_merge * d_vis", out: d_model } }
+  embed_tokens: { op: embedding, in: input_ids, path: model.embed_tokens, args: { vocab: n_vocab, dim: d_model } }
+  joined: { op: masked_scatter, in: [embed_tokens, proj] }
+  layers:
+    in: joined
+    stack:
+      repeat: n_layers
+      path: "model.layers.{i}"
+      schedule:
+        - { block: inject, where: "i < INJECTED" }
+        - { block: decoder, where: "i >= INJECTED" }
+      streams:
+        hidden: { carries: true }
+        deepstack_feat: { read: each }
+  norm: { op: rmsnorm, in: layers, path: model.norm, args: { dim: d_model } }
+  lm_head: { op: linear, in: norm, path: lm_head, args: { in: d_model, out: n_vocab } }
+outputs: [lm_head]
+"#;
+
+const MERGER: &str = r#"component: toy_merger
+role: block
+summary: "toy: merges a saved hidden state's patches and projects them to the text width"
+source: "PatchMerger.forward"
+dims: [d_model]
+inputs: [x]
+reads: [deepstack]
+graph:
+  merge: { op: spatial_merge, in: deepstack, args: { merge: 2 } }
+  norm: { op: layernorm, in: merge, args: { dim: "4 * d_model" } }
+  fc1: { op: linear, in: norm, path: linear_fc1, args: { in: "4 * d_model", out: "4 * d_model" } }
+  act: { op: gelu, in: fc1 }
+  fc2: { op: linear, in: act, path: linear_fc2, args: { in: "4 * d_model", out: 64 } }
+outputs: [x]
+stream_out: { merged: fc2 }
+"#;
+
+const INJECT: &str = r#"component: toy_inject_block
+role: block
+summary: "toy: a decoder layer, then the j-th merged hidden state added at the image's positions"
+source: "TextModel.forward"
+dims: [d_model]
+slots: [attention, ffn]
+inputs: [hidden]
+reads: [deepstack_feat]
+graph:
+  layer: { component: pre_norm_block, in: hidden, path: "." }
+  out: { op: masked_add, in: [layer, deepstack_feat] }
+outputs: [out]
+"#;
+
+fn deepstack(injected: &str) -> Repo {
+    let mut files = support::library_files();
+    files.insert(
+        "specs/components/test/toy_merger.yaml".into(),
+        MERGER.into(),
+    );
+    files.insert(
+        "specs/components/test/toy_inject_block.yaml".into(),
+        INJECT.into(),
+    );
+    files.insert(
+        "specs/models/toy_deepstack.yaml".into(),
+        DEEPSTACK.replace("INJECTED", injected),
+    );
+    Repo::from_files(files)
+}
+
+fn vl_config() -> serde_json::Value {
+    json!({ "architectures": ["ToyVL"], "torch_dtype": "bfloat16", "vision_config": { "deepstack_visual_indexes": [0, 2] } })
+}
+
+#[test]
+fn deepstack_merges_saved_tower_states_per_image_and_adds_them_to_early_layers() {
+    let ir = deepstack("2").load_model("toy_deepstack").expect("loads");
+    let a = evaluate(&ir, &vl_config(), EvalOptions::default());
+    assert!(a.ok(), "{:?}", a.errors);
+    assert!(a.dead_nodes().is_empty(), "dead: {:?}", a.dead_nodes());
+    // Two mergers, one per saved state: merged 2x2 (8 positions of 128) and projected.
+    let merger_params = 2 * (2 * 128 + 128 * 128 + 128 * 64);
+    let merger_flops = 2 * 8 * (5 * 128 + 2 * 128 * 128 + 8 * 128 + 2 * 128 * 64);
+    let fc2 = row(&a, "mergers[merger].fc2");
+    assert!(fc2.per_image.is_some(), "a merger runs per image");
+    // The same model without DeepStack: two decoder layers of the three, no mergers.
+    let plain = DEEPSTACK
+        .replace("INJECTED", "0")
+        .replace("        deepstack_feat: { read: each }\n", "");
+    let cut: String = plain
+        .split("  mergers:\n")
+        .next()
+        .map(|head| {
+            let tail = plain.split("  merge: { op: spatial_merge").nth(1).unwrap();
+            format!("{head}  merge: {{ op: spatial_merge{tail}")
+        })
+        .unwrap()
+        .replace(
+            "        deepstack: { from: hidden, after: \"contains(config.vision_config.deepstack_visual_indexes, i)\", read: each }\n",
+            "",
+        );
+    let mut files = support::library_files();
+    files.insert(
+        "specs/components/test/toy_merger.yaml".into(),
+        MERGER.into(),
+    );
+    files.insert(
+        "specs/components/test/toy_inject_block.yaml".into(),
+        INJECT.into(),
+    );
+    files.insert("specs/models/toy_deepstack.yaml".into(), cut);
+    let b = evaluate(
+        &Repo::from_files(files)
+            .load_model("toy_deepstack")
+            .expect("plain loads"),
+        &vl_config(),
+        EvalOptions::default(),
+    );
+    assert!(b.ok(), "{:?}", b.errors);
+    assert_eq!(
+        a.params_encoder("pixel_values").v - b.params_encoder("pixel_values").v,
+        merger_params
+    );
+    assert_eq!(
+        a.encoder_flops_per_image("pixel_values").v - b.encoder_flops_per_image("pixel_values").v,
+        merger_flops
+    );
+    // Per token nothing changes: the adds touch the image's positions only.
+    let ctx = Q::lit(512);
+    assert_eq!(a.decode_flops(&ctx).v, b.decode_flops(&ctx).v);
+    assert_eq!(a.params_active().v, b.params_active().v);
+    assert_eq!(a.images[0].tokens, b.images[0].tokens);
+    // Three early layers for two saved states: the j-th reads the j-th, and the third none.
+    let a = evaluate(
+        &ir_of(&deepstack("3")),
+        &vl_config(),
+        EvalOptions::default(),
+    );
+    let e = a.errors.iter().find(|e| e.code == "A006").expect("A006");
+    assert!(
+        e.message.contains("3 layers") && e.message.contains("2 elements"),
+        "{}",
+        e.message
+    );
+}
+
+fn ir_of(repo: &Repo) -> harch_engine::ir::ModelIr {
+    repo.load_model("toy_deepstack").expect("loads")
+}

@@ -10,7 +10,7 @@ use super::{Flow, Walker};
 use crate::analysis::{ImageRow, PerImage};
 use crate::diag::{Location, code};
 use crate::ir::{InputIr, NodeIr, NodeKind};
-use crate::ops::{Axis, JOIN_OP, MERGE_OP, PATCH_OP};
+use crate::ops::{ADD_OP, Axis, JOIN_OP, MERGE_OP, PATCH_OP};
 use crate::q::Q;
 
 impl<'a> Walker<'a> {
@@ -163,7 +163,7 @@ impl<'a> Walker<'a> {
         inputs: &[Flow],
         loc: &Location,
     ) -> Option<Option<Rc<PerImage>>> {
-        if matches!(&node.kind, NodeKind::Op(s) if s.name == JOIN_OP) {
+        if matches!(&node.kind, NodeKind::Op(s) if s.name == JOIN_OP || s.name == ADD_OP) {
             return Some(None);
         }
         let first = inputs.iter().find_map(|f| f.image.clone());
@@ -186,7 +186,7 @@ impl<'a> Walker<'a> {
                     img.input
                 ),
                 loc,
-                Some(format!("an image's features enter the token stream only through `{JOIN_OP}` (`in: [<token embeddings>, <features>]`)")),
+                Some(format!("an image's features enter the token stream only through `{JOIN_OP}` (`in: [<token embeddings>, <features>]`), or are added at the positions they fill with `{ADD_OP}`")),
             );
             return None;
         }
@@ -205,7 +205,7 @@ impl<'a> Walker<'a> {
         let id = self.out.nodes[row].id.clone();
         let img = inputs.iter().find_map(|f| f.image.clone());
         match op {
-            JOIN_OP => {
+            JOIN_OP | ADD_OP => {
                 let (Some(tokens), Some(features)) = (inputs.first(), inputs.get(1)) else {
                     return Some(None);
                 };
@@ -213,13 +213,16 @@ impl<'a> Walker<'a> {
                 let Some(p) = p else {
                     self.error(
                         code::SHAPE_AXIS,
-                        format!("`{id}`: {JOIN_OP} puts an image's features into the token embeddings: its first input must be the token stream and its second an encoder's output"),
+                        format!("`{id}`: {op} puts an image's features into the token stream: its first input must be the token stream and its second an encoder's output"),
                         loc,
-                        Some("`in: [embed_tokens, <the projector's output>]`".into()),
+                        Some("`in: [<the token stream>, <the projector's output>]`".into()),
                     );
                     return None;
                 };
-                if let Some(r) = self.out.images.iter_mut().find(|r| r.input == p.input) {
+                // The add lands on positions the join has already given the image.
+                if op == JOIN_OP
+                    && let Some(r) = self.out.images.iter_mut().find(|r| r.input == p.input)
+                {
                     r.tokens += p.positions.v;
                 }
                 Some(None)

@@ -24,6 +24,7 @@ use crate::q::Q;
 /// The streams of a stack while its layers are walked.
 pub(super) struct Frame {
     stack: String,
+    loc: Location,
     /// Index of the stack's first row in `Analysis::streams`.
     rows: usize,
     streams: Vec<StreamIr>,
@@ -183,6 +184,7 @@ impl<'a> Walker<'a> {
         }
         self.frames.push(Frame {
             stack: node.id.clone(),
+            loc: node.loc.clone(),
             rows,
             streams: st.streams.clone(),
             layers: vec![],
@@ -214,9 +216,31 @@ impl<'a> Walker<'a> {
     pub(super) fn close_streams(&mut self, produced: &[usize]) {
         let Some(f) = self.frames.pop() else { return };
         for s in &f.streams {
-            if let StreamKind::Append { .. } = s.kind {
-                let mut flow = f.carried.clone();
-                flow.from = produced.into();
+            if let StreamKind::Append { from, .. } = &s.kind {
+                let flow = match from {
+                    None => {
+                        let mut flow = f.carried.clone();
+                        flow.from = produced.into();
+                        flow
+                    }
+                    // An element of an internal stream is what the layer it is taken at wrote.
+                    Some(from) => {
+                        let Some((writers, flow)) = f.written.get(from) else {
+                            continue;
+                        };
+                        if let Some(j) = f.elements[&s.name].iter().find(|j| !writers.contains(j)) {
+                            let msg = format!(
+                                "stack `{}`: stream `{}` takes `{from}` after layer {j}, which does not write it (layers {} do)",
+                                f.stack,
+                                s.name,
+                                show(writers)
+                            );
+                            self.error(code::STREAM_ORDER, msg, &f.loc, Some(format!("the `after:` condition picks layers whose components publish `{from}` with `stream_out`")));
+                            continue;
+                        }
+                        flow.clone()
+                    }
+                };
                 self.saved.insert(
                     s.name.clone(),
                     Saved {
@@ -296,7 +320,7 @@ impl<'a> Walker<'a> {
                 }
                 flow.clone()
             }
-            StreamKind::Append { read, .. } => {
+            StreamKind::Append { read, ref from, .. } => {
                 let els = &frame.elements[name];
                 let n = match read {
                     ReadMode::Each => 1,
@@ -313,8 +337,20 @@ impl<'a> Walker<'a> {
                         })
                         .count(),
                 };
-                let mut flow = frame.carried.clone();
-                flow.from = frame.live.clone().into();
+                let flow = match from {
+                    None => {
+                        let mut flow = frame.carried.clone();
+                        flow.from = frame.live.clone().into();
+                        flow
+                    }
+                    Some(f) => match frame.written.get(f) {
+                        Some((_, flow)) => flow.clone(),
+                        None => {
+                            self.error(code::STREAM_ORDER, format!("stack `{stack}`: layer {} reads stream `{name}`, taken from `{f}`, before any layer writes `{f}`", show(&layers)), loc, None);
+                            return None;
+                        }
+                    },
+                };
                 self.history(flow, read, n, name, loc)?
             }
             StreamKind::Earlier { read } => {

@@ -145,7 +145,7 @@ mod stored;
 mod test_args;
 mod vision;
 
-pub use vision::{JOIN_OP, MERGE_OP, PATCH_OP};
+pub use vision::{ADD_OP, JOIN_OP, MERGE_OP, PATCH_OP};
 
 /// One family of ops: its registry entries and the `apply` that implements them.
 struct Family {

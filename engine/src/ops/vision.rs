@@ -10,6 +10,8 @@ use super::*;
 
 /// The op where an image's features join the token stream.
 pub const JOIN_OP: &str = "masked_scatter";
+/// The op that adds an image's features to the token positions it already fills.
+pub const ADD_OP: &str = "masked_add";
 /// The op that joins `merge x merge` patches into one position.
 pub const MERGE_OP: &str = "spatial_merge";
 /// The op that embeds one patch of an image input.
@@ -55,6 +57,17 @@ pub(super) static OPS: &[OpSpec] = &[
         Some(2),
         [],
         "Put an image's features into the token embeddings at its placeholder tokens (`inputs_embeds.masked_scatter(image_mask, image_embeds)`). Inputs [token embeddings, features]; the image then fills as many token positions as its features have.",
+        "[d], [d] -> [d]",
+        "none",
+        "0",
+        "0"
+    ),
+    op!(
+        "masked_add",
+        Preserve,
+        Some(2),
+        [],
+        "Add an image's features to the token stream at the positions the image already fills (DeepStack: `hidden_states[visual_pos_masks, :] + visual_embeds` after an early decoder layer). Inputs [token stream, features]; unlike `masked_scatter` it fills no new positions. Its adds touch the image's positions only: no per-token FLOPs.",
         "[d], [d] -> [d]",
         "none",
         "0",
@@ -131,12 +144,12 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             }
             Ok(OpOut::shape(shape))
         }
-        "masked_scatter" => {
+        "masked_scatter" | "masked_add" => {
             if inputs[0] != inputs[1] {
                 return err(
                     code::SHAPE_AXIS,
                     format!(
-                        "masked_scatter: the features {} must have the token embeddings' shape {}",
+                        "{op}: the features {} must have the token stream's shape {}",
                         show_shape(&inputs[1]),
                         show_shape(&inputs[0])
                     ),
