@@ -324,8 +324,13 @@ impl Analysis {
         let mut m: IndexMap<String, i128> = IndexMap::new();
         for w in self.weights.iter().filter(|w| keep(&self.nodes[w.node])) {
             for s in &w.stored {
-                *m.entry(s.dtype.clone()).or_default() +=
-                    Q::product(&s.shape).v * s.dtype_bytes as i128 * w.count.v;
+                let e = m.entry(s.dtype.clone()).or_default();
+                *e = e.saturating_add(
+                    Q::product(&s.shape)
+                        .v
+                        .saturating_mul(s.dtype_bytes as i128)
+                        .saturating_mul(w.count.v),
+                );
             }
         }
         m.sort_keys();
@@ -378,7 +383,7 @@ impl Analysis {
             .iter()
             .filter(|r| is_main(&self.nodes[r.node]))
             .map(|r| self.cache_row_bytes_at(r, &c).v)
-            .sum()
+            .fold(0, i128::saturating_add)
     }
 
     /// FLOPs of one decode step at a context length.
@@ -414,7 +419,8 @@ pub fn attended_positions(seq: &Q, window: Option<&Q>) -> Q {
     let s = seq.v;
     match window {
         Some(w) if w.v < s => {
-            let v = w.v * (w.v + 1) / 2 + (s - w.v) * w.v;
+            let v = (w.v.saturating_mul(w.v.saturating_add(1)) / 2)
+                .saturating_add((s - w.v).saturating_mul(w.v));
             Q::call("windowed_positions", &[seq.clone(), w.clone()], v)
         }
         _ => Q::call(
@@ -525,14 +531,14 @@ impl Analysis {
                     .nodes
                     .iter()
                     .filter(|n| in_group(n))
-                    .map(|n| n.params.v * n.count.v)
-                    .sum();
+                    .map(|n| n.params.v.saturating_mul(n.count.v))
+                    .fold(0, i128::saturating_add);
                 let cache = |growth: Growth| -> i128 {
                     self.caches
                         .iter()
                         .filter(|c| c.growth == growth && in_group(&self.nodes[c.node]))
                         .map(|c| self.cache_row_token_bytes(c).v)
-                        .sum()
+                        .fold(0, i128::saturating_add)
                 };
                 GroupSummary {
                     stack: g.stack.clone(),
@@ -540,7 +546,8 @@ impl Analysis {
                     layers: ranges(&g.layers),
                     count: g.layers.len(),
                     params,
-                    kv_bytes_per_token: cache(Growth::PerToken) + cache(Growth::Window),
+                    kv_bytes_per_token: cache(Growth::PerToken)
+                        .saturating_add(cache(Growth::Window)),
                     state_bytes_per_sequence: cache(Growth::Constant),
                 }
             })

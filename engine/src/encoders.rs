@@ -92,7 +92,11 @@ impl Analysis {
     /// Token positions `images` images of every input take in the context, and the FLOPs of
     /// encoding them.
     pub fn images_in_context(&self, images: i128) -> (i128, Q) {
-        let tokens = self.images.iter().map(|i| i.tokens * images).sum();
+        let tokens = self
+            .images
+            .iter()
+            .map(|i| i.tokens.saturating_mul(images))
+            .fold(0, i128::saturating_add);
         let flops: Vec<Q> = self
             .images
             .iter()

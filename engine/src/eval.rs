@@ -1894,7 +1894,7 @@ impl<'a> Walker<'a> {
                     .iter()
                     .filter(|c| c.growth != Growth::Constant)
                     .map(|c| c.elements.v)
-                    .sum();
+                    .fold(0, Num::saturating_add);
                 if got != want.v {
                     fail(
                         self,
@@ -1914,7 +1914,7 @@ impl<'a> Walker<'a> {
                     .iter()
                     .filter(|c| c.growth == Growth::Constant)
                     .map(|c| c.elements.v)
-                    .sum();
+                    .fold(0, Num::saturating_add);
                 if got != want.v {
                     fail(
                         self,

@@ -102,7 +102,7 @@ impl<'a> Walker<'a> {
                 Some(format!(
                     "give a frame count that is a multiple of the temporal patch size {} (the processor pads to one), e.g. {}",
                     temporal.v,
-                    (frames.v / temporal.v + 1) * temporal.v
+                    (frames.v / temporal.v).saturating_add(1).saturating_mul(temporal.v)
                 )),
             );
             return None;
@@ -120,12 +120,14 @@ impl<'a> Walker<'a> {
                 loc,
                 Some(format!(
                     "the resolution must be a multiple of patch x merge = {} pixels",
-                    patch.v * merge.v
+                    patch.v.saturating_mul(merge.v)
                 )),
             );
             return None;
         }
-        let patches = grid_h * grid_w * (frames.v / temporal.v);
+        let patches = grid_h
+            .saturating_mul(grid_w)
+            .saturating_mul(frames.v / temporal.v);
         self.out.images.push(ImageRow {
             input: name.clone(),
             kind: input.kind.clone(),

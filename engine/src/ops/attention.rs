@@ -134,7 +134,10 @@ fn rope_sections(rotary_dim: &Q, a: &dyn Args) -> Result<(), OpError> {
         return Ok(());
     };
     let half = rotary_dim.v / 2;
-    let sum: i128 = sections.iter().map(|&n| n.max(0)).sum();
+    let sum: i128 = sections
+        .iter()
+        .map(|&n| n.max(0))
+        .fold(0, i128::saturating_add);
     if sections.is_empty() || sections.iter().any(|&n| n <= 0) || sum != half {
         return Err(OpError {
             code: code::SHAPE_AXIS,
