@@ -186,7 +186,9 @@ pub fn validate(
         }
     }
     if guards.has("source") {
-        report.errors.extend(source::check(&ir, &truth.sources));
+        let checked = source::check(&ir, &truth.sources);
+        report.errors.extend(checked.errors);
+        report.unverified = checked.unverified;
         report.lap("source", &mut clock);
     }
     (report.finish(), Some(a))

@@ -94,6 +94,10 @@ pub struct Report {
     pub stopped_at: Option<&'static str>,
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// What the guards could not compare with the source (a layer's wiring the reader cannot
+    /// follow): the review checks it by hand.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
     pub summary: Summary,
     /// Wall time of each phase of the check, in order (`validate --timings`).
     #[serde(skip)]

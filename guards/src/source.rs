@@ -9,6 +9,7 @@ use harch_engine::ir::{ModelIr, NodeKind, StreamKind};
 use crate::report::Diagnostic;
 
 mod stream_anchor;
+mod wiring;
 
 pub mod code {
     pub const ANCHOR_NOT_FOUND: &str = "O001";
@@ -18,6 +19,8 @@ pub mod code {
     pub const BUFFER_KIND: &str = "O005";
     pub const BUFFER_ANCHOR: &str = "O006";
     pub const STREAM_NOT_PASSED: &str = "O007";
+    pub const RESIDUAL_SOURCE: &str = "O008";
+    pub const MODULE_PLACEMENT: &str = "O009";
 }
 
 /// Names the source registers as buffers: the first argument of each
@@ -193,8 +196,16 @@ pub fn forward_sources<'a>(
     }
 }
 
-pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic> {
+/// What the source guard found: its errors, and what it could not compare with the source.
+#[derive(Default)]
+pub struct Checked {
+    pub errors: Vec<Diagnostic>,
+    pub unverified: Vec<String>,
+}
+
+pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Checked {
     let mut out = Vec::new();
+    let mut unverified = Vec::new();
     let texts = forward_sources(ir, sources);
     let normalized: Vec<(&String, String)> =
         texts.iter().map(|(f, t)| (*f, normalize(t))).collect();
@@ -273,7 +284,15 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Vec<Diagnostic
             }
         }
     }
-    out
+    if !normalized.is_empty() {
+        let w = wiring::check(ir, statements());
+        out.extend(w.errors);
+        unverified = w.unverified;
+    }
+    Checked {
+        errors: out,
+        unverified,
+    }
 }
 
 #[cfg(test)]

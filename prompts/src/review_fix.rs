@@ -34,6 +34,9 @@ pub struct ReviewInput<'a> {
     pub report_errors: Option<&'a PriorErrors>,
     /// Operator notes appended verbatim.
     pub notes: Option<&'a str>,
+    /// What validation could not compare with the source (a layer's wiring it cannot follow):
+    /// the review maps these by hand.
+    pub unverified: &'a [String],
 }
 
 pub struct FixInput<'a> {
@@ -212,6 +215,7 @@ pub fn render_review(input: &ReviewInput<'_>) -> Result<Prompt, PromptError> {
         previous: Option<Previous<'a>>,
         report_errors: Option<&'a PriorErrors>,
         notes: Option<&'a str>,
+        unverified: &'a [String],
     }
     render(
         "review",
@@ -228,6 +232,7 @@ pub fn render_review(input: &ReviewInput<'_>) -> Result<Prompt, PromptError> {
             previous,
             report_errors: input.report_errors,
             notes: input.notes,
+            unverified: input.unverified,
         },
         fragments,
     )

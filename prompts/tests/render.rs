@@ -302,6 +302,7 @@ fn review_and_fix_prompts_render() {
         previous: None,
         report_errors: None,
         notes: None,
+        unverified: &[],
     })
     .unwrap();
     for needle in [
@@ -349,6 +350,7 @@ fn review_and_fix_prompts_render() {
         previous: Some(&c),
         report_errors: Some(&errors),
         notes: None,
+        unverified: &[],
     })
     .unwrap();
     for needle in [

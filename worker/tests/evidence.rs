@@ -688,6 +688,7 @@ fn review_prompts_of_library_models_fit_half_a_200k_window() {
             previous: None,
             report_errors: None,
             notes: None,
+            unverified: &[],
         })
         .unwrap();
         println!(

@@ -124,7 +124,7 @@ pub(crate) async fn review_spec(
     let reviewed_src = cx.job_dir.join("work").join(&work).join("reviewed-src");
     let spec = round.spec.clone();
     // The worker writes the spec it reviews and evaluates it for the node paths rows may name.
-    let (staged, node_paths) = tokio::task::spawn_blocking(move || {
+    let (staged, node_paths, unverified) = tokio::task::spawn_blocking(move || {
         let _ = std::fs::remove_dir_all(&reviewed_src);
         spec.write(&reviewed_src)?;
         let (report, analysis) =
@@ -145,7 +145,7 @@ pub(crate) async fn review_spec(
         staged.add_read_only(REVIEWED_DIR, reviewed_src);
         staged.add_writable(REVIEW_DIR);
         let paths: Vec<String> = analysis.nodes.iter().map(|n| n.id.clone()).collect();
-        Ok((staged, paths))
+        Ok((staged, paths, report.unverified))
     })
     .await
     .map_err(perm)?
@@ -161,6 +161,7 @@ pub(crate) async fn review_spec(
     let task = Arc::new(ReviewTask {
         nodes: SpecNodes::new(node_paths.iter().cloned()),
         node_paths,
+        unverified,
         staged,
         spec: round.spec,
         spec_path,
@@ -245,6 +246,8 @@ struct ReviewTask {
     spec_path: String,
     nodes: SpecNodes,
     node_paths: Vec<String>,
+    /// What validation could not compare with the source; the prompt asks for a row each.
+    unverified: Vec<String>,
     previous: Option<Review>,
     model_id: String,
     agent: String,
@@ -303,6 +306,7 @@ impl AgentTask for ReviewTask {
             previous: self.previous.as_ref(),
             report_errors: report_errors.as_ref(),
             notes: Some(self.notes.as_str()).filter(|n| !n.trim().is_empty()),
+            unverified: &self.unverified,
         })?;
         Ok(Prompt {
             bytes: p.size.bytes,
