@@ -285,7 +285,11 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Checked {
         }
     }
     if !normalized.is_empty() {
-        let w = wiring::check(ir, statements());
+        let renames = sources
+            .get(crate::conversion::CONVERSION_FILE)
+            .map(|t| crate::conversion::Renames::read(t))
+            .unwrap_or_default();
+        let w = wiring::check(ir, statements(), &renames);
         out.extend(w.errors);
         unverified = w.unverified;
     }

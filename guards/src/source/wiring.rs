@@ -17,6 +17,7 @@ use std::ops::Range;
 use harch_engine::diag::Location;
 use harch_engine::ir::{BlockIr, ModelIr, NodeIr, NodeKind};
 
+use crate::conversion::Renames;
 use crate::pysrc::expr::calls;
 use crate::pysrc::{Kind, Module, Sources, Tok};
 use crate::report::Diagnostic;
@@ -92,11 +93,32 @@ struct SpecSide<'a> {
     output: (Term, Option<&'a NodeIr>),
 }
 
-fn is_norm(op: &str) -> bool {
-    matches!(op, "rmsnorm" | "layernorm")
+/// A norm that is a module call: one with a weight (`weight: false` is a function, not a
+/// module of the layer).
+fn is_norm_module(n: &NodeIr, op: &str) -> bool {
+    let weightless = n
+        .args
+        .get("weight")
+        .is_some_and(|a| a.raw.trim() == "false");
+    matches!(op, "rmsnorm" | "layernorm") && !weightless
 }
 
-fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr) -> Option<SpecSide<'a>> {
+/// The module attribute a checkpoint path names once transformers 5's load-time renames ran
+/// (DeepSeek-V4's `attn` is `self_attn`): the renames run over the path as a layer's, and the
+/// part after the layer index is kept. A path no rename touches is itself.
+fn attribute(renames: &Renames, path: &str) -> String {
+    const LAYER: &str = "model.layers.0.";
+    if path == "." || path.contains('{') || renames.is_empty() {
+        return path.to_string();
+    }
+    let full = renames.module(&format!("{LAYER}{path}"));
+    match full.rfind("layers.0.") {
+        Some(at) => full[at + "layers.0.".len()..].to_string(),
+        None => path.to_string(),
+    }
+}
+
+fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr, renames: &Renames) -> Option<SpecSide<'a>> {
     let t = ir.component(&block.template)?;
     let mut terms: BTreeMap<&str, Term> = BTreeMap::new();
     if let Some(first) = t.inputs.first() {
@@ -113,12 +135,12 @@ fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr) -> Option<SpecSide<'a>> {
             .unwrap_or(Term::Opaque)
     };
     for n in &t.nodes {
-        let own_path = n.path.clone().unwrap_or_else(|| n.id.clone());
+        let own_path = attribute(renames, n.path.as_deref().unwrap_or(&n.id));
         let term = if n.when.is_some() || n.instances.is_some() {
             Term::Opaque
         } else {
             match &n.kind {
-                NodeKind::Op(spec) if is_norm(spec.name) && own_path != "." => {
+                NodeKind::Op(spec) if is_norm_module(n, spec.name) && own_path != "." => {
                     let arg = get(&terms, n, 0);
                     out.calls.insert(own_path.clone(), (arg.clone(), n, true));
                     Term::Module(own_path, Box::new(arg))
@@ -130,8 +152,8 @@ fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr) -> Option<SpecSide<'a>> {
                     let path = block
                         .fills
                         .get(slot)
-                        .and_then(|f| f.path.clone())
-                        .unwrap_or(own_path);
+                        .and_then(|f| f.path.as_deref())
+                        .map_or(own_path, |p| attribute(renames, p));
                     if path == "." || path.contains('{') {
                         Term::Opaque
                     } else {
@@ -349,7 +371,7 @@ fn forward_calling(src: &Sources, wanted: &BTreeSet<&str>) -> Result<(usize, usi
 }
 
 /// Compares each block of each stack with the source's layer forward.
-pub fn check(ir: &ModelIr, src: &Sources) -> Wiring {
+pub fn check(ir: &ModelIr, src: &Sources, renames: &Renames) -> Wiring {
     let mut w = Wiring::default();
     let mut blocks: Vec<&str> = Vec::new();
     for n in &ir.graph {
@@ -365,7 +387,7 @@ pub fn check(ir: &ModelIr, src: &Sources) -> Wiring {
         let Some(block) = ir.blocks.get(name) else {
             continue;
         };
-        let Some(spec) = spec_side(ir, block) else {
+        let Some(spec) = spec_side(ir, block, renames) else {
             continue;
         };
         if spec.calls.is_empty() {
@@ -510,7 +532,10 @@ mod tests {
         let norm = Term::Module("input_layernorm".into(), Box::new(Term::Input));
         let attn = Term::Module("self_attn".into(), Box::new(norm));
         let res = Term::add(Term::Input, attn);
-        assert_eq!(s.calls["post_attention_layernorm"], std::slice::from_ref(&res));
+        assert_eq!(
+            s.calls["post_attention_layernorm"],
+            std::slice::from_ref(&res)
+        );
         let mlp = Term::Module(
             "mlp".into(),
             Box::new(Term::Module(
@@ -520,6 +545,19 @@ mod tests {
         );
         assert_eq!(s.output, Term::add(res, mlp));
         assert!(s.unfollowed.is_empty());
+    }
+
+    #[test]
+    fn checkpoint_paths_are_read_as_the_attributes_they_load_into() {
+        // Entries in the format transformers 5 writes (written for this test).
+        let r = Renames::read(
+            r#"WeightRenaming(source_patterns=r"\.attn\.", target_patterns=r".self_attn."),
+            WeightRenaming(source_patterns=r"^embed\.weight", target_patterns="embed_tokens.weight"),"#,
+        );
+        assert_eq!(attribute(&r, "attn"), "self_attn");
+        assert_eq!(attribute(&r, "attn_norm"), "attn_norm");
+        assert_eq!(attribute(&r, "."), ".");
+        assert_eq!(attribute(&Renames::default(), "attn"), "attn");
     }
 
     #[test]
