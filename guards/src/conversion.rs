@@ -4,9 +4,11 @@
 //! renamed name, as transformers loads it.
 //!
 //! Only `WeightRenaming(source_patterns=r"...", target_patterns=r"...")` entries are read (the
-//! converters merge tensors, they do not rename modules). Patterns are the small regex subset
-//! those entries use: literal text, `\.` escapes, `^` at the start, `.` and `.*`; an entry using
-//! anything else is skipped rather than guessed. The text is hostile input: the scan is bounded.
+//! converters merge tensors, they do not rename modules). Patterns are compiled by the `regex`
+//! crate, whose syntax covers the Python patterns these entries use (escapes, anchors, `.*`,
+//! groups, alternations, `\1` in targets); one it refuses (a lookaround, a backreference in the
+//! pattern) is skipped rather than guessed. The text is hostile input: the scan is bounded and
+//! each compiled pattern is size-capped; matching is linear in the name.
 
 /// The truth's source-file key holding the model type's entry of `conversion_mapping.py`.
 pub const CONVERSION_FILE: &str = "conversion_mapping.py";
@@ -14,22 +16,47 @@ pub const CONVERSION_FILE: &str = "conversion_mapping.py";
 const MAX_ENTRY_CHARS: usize = 64 * 1024;
 const MAX_RENAMES: usize = 256;
 
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Char(char),
-    Any,
-    AnyRun,
+/// One rename: Python's pattern compiled by the `regex` crate (whose syntax covers what these
+/// entries use: literals, escapes, `^`, `.`, `.*`, groups and alternations; one it refuses is
+/// skipped rather than guessed), and the target with `\N` group references as `${N}`.
+#[derive(Clone, Debug)]
+struct Rename {
+    pattern: regex::Regex,
+    to: String,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-struct Pattern {
-    anchored: bool,
-    toks: Vec<Tok>,
+/// A compiled pattern's size cap: the text is hostile input.
+const MAX_PATTERN_BYTES: usize = 1 << 16;
+
+fn compile(pattern: &str) -> Option<regex::Regex> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(MAX_PATTERN_BYTES)
+        .build()
+        .ok()
+}
+
+/// A Python `re.sub` target as the `regex` crate's replacement: `\1`..`\9` name groups, any
+/// other escape is the character itself, and a literal `$` stays literal.
+fn replacement(to: &str) -> String {
+    let mut out = String::new();
+    let mut it = to.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '\\' => match it.next() {
+                Some(d) if d.is_ascii_digit() => out.push_str(&format!("${{{d}}}")),
+                Some(d) => out.push(d),
+                None => {}
+            },
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The renames of one model type, applied in order (each to the result of the one before).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Renames(Vec<(Pattern, String)>);
+#[derive(Clone, Debug, Default)]
+pub struct Renames(Vec<Rename>);
 
 /// The text of `"<model_type>": [ ... ]` in a conversion_mapping.py, brackets balanced.
 pub fn model_entry<'t>(text: &'t str, model_type: &str) -> Option<&'t str> {
@@ -62,68 +89,6 @@ fn literal_after<'t>(text: &'t str, name: &str) -> Option<&'t str> {
     Some(&rest[1..1 + end])
 }
 
-fn parse_pattern(p: &str) -> Option<Pattern> {
-    let (anchored, p) = match p.strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, p),
-    };
-    let mut toks = Vec::new();
-    let mut it = p.chars().peekable();
-    while let Some(c) = it.next() {
-        match c {
-            '\\' => toks.push(Tok::Char(it.next()?)),
-            '.' if it.peek() == Some(&'*') => {
-                it.next();
-                toks.push(Tok::AnyRun);
-            }
-            '.' => toks.push(Tok::Any),
-            '[' | ']' | '(' | ')' | '|' | '+' | '?' | '{' | '}' | '$' | '*' | '^' => return None,
-            c => toks.push(Tok::Char(c)),
-        }
-    }
-    Some(Pattern { anchored, toks })
-}
-
-/// The length of the match of `toks` at the start of `s`, if any (`.*` as long as it can).
-fn match_at(toks: &[Tok], s: &[char]) -> Option<usize> {
-    match toks.split_first() {
-        None => Some(0),
-        Some((Tok::Char(c), rest)) => (s.first() == Some(c))
-            .then(|| match_at(rest, &s[1..]).map(|n| n + 1))
-            .flatten(),
-        Some((Tok::Any, rest)) => (!s.is_empty())
-            .then(|| match_at(rest, &s[1..]).map(|n| n + 1))
-            .flatten(),
-        Some((Tok::AnyRun, rest)) => (0..=s.len())
-            .rev()
-            .find_map(|k| match_at(rest, &s[k..]).map(|n| n + k)),
-    }
-}
-
-impl Pattern {
-    /// Every non-overlapping match replaced by `to`, left to right (Python's `re.sub`).
-    fn replace_all(&self, s: &str, to: &str) -> String {
-        let chars: Vec<char> = s.chars().collect();
-        let mut out = String::new();
-        let mut i = 0;
-        while i <= chars.len() {
-            if (i == 0 || !self.anchored)
-                && let Some(n) = match_at(&self.toks, &chars[i..])
-                && n > 0
-            {
-                out.push_str(to);
-                i += n;
-                continue;
-            }
-            if i < chars.len() {
-                out.push(chars[i]);
-            }
-            i += 1;
-        }
-        out
-    }
-}
-
 impl Renames {
     /// The `WeightRenaming` entries of a model type's entry text ([`model_entry`]).
     pub fn read(entry: &str) -> Renames {
@@ -136,8 +101,11 @@ impl Renames {
             ) else {
                 continue;
             };
-            if let Some(p) = parse_pattern(from) {
-                out.push((p, to.replace('\\', "")));
+            if let Some(pattern) = compile(from) {
+                out.push(Rename {
+                    pattern,
+                    to: replacement(to),
+                });
             }
         }
         Renames(out)
@@ -149,9 +117,9 @@ impl Renames {
 
     /// A checkpoint tensor name as transformers loads it.
     pub fn apply(&self, name: &str) -> String {
-        self.0
-            .iter()
-            .fold(name.to_string(), |n, (p, to)| p.replace_all(&n, to))
+        self.0.iter().fold(name.to_string(), |n, r| {
+            r.pattern.replace_all(&n, r.to.as_str()).into_owned()
+        })
     }
 
     /// A checkpoint module path (no leaf) as transformers names the module: the renames run
@@ -183,7 +151,8 @@ mod tests {
             WeightRenaming(source_patterns=r"\.wq_a\.", target_patterns=r".q_a_proj."),
             WeightRenaming(source_patterns=r"\.self_attn\.wq_b\.", target_patterns=r"\.self_attn\.q_b_proj\."),
             WeightRenaming(source_patterns=r"\.norm\.", target_patterns=r"\.kv_norm\."),
-            WeightRenaming(source_patterns=r"(a|b)", target_patterns=r"c"),
+            WeightRenaming(source_patterns=r"\.moe\.(experts|gate)\.", target_patterns=r"\.mlp\.\1\."),
+            WeightRenaming(source_patterns=r"(?<=x)y", target_patterns=r"z"),
             WeightConverter(
                 source_patterns=[r"\.experts.*.w1.weight", r"\.experts.*.w3.weight"],
                 target_patterns=r"\.experts.gate_up_proj",
@@ -197,8 +166,11 @@ mod tests {
         let entry = model_entry(MAPPING, "toy_v4").expect("entry");
         assert!(!entry.contains("other_model"));
         let r = Renames::read(entry);
-        // The alternation is not in the subset read: skipped, not guessed.
-        assert_eq!(r.0.len(), 6);
+        // A lookbehind is not in the syntax the regex crate reads: skipped, not guessed.
+        assert_eq!(r.0.len(), 7);
+        // A group and its reference in the target (MiniMax-M3's `block_sparse_moe` is `mlp`).
+        assert_eq!(r.module("layers.{i}.moe.gate"), "layers.{i}.mlp.gate");
+        assert_eq!(r.module("layers.{i}.moe.router"), "layers.{i}.moe.router");
         assert_eq!(r.apply("embed.weight"), "embed_tokens.weight");
         assert_eq!(r.apply("layers.3.embed.weight"), "layers.3.embed.weight");
         assert_eq!(
@@ -221,12 +193,13 @@ mod tests {
 
     #[test]
     fn patterns_match_like_python_re_sub() {
-        let p = parse_pattern(r"\.e.*\.w").unwrap();
+        let p = compile(r"\.e.*\.w").unwrap();
         assert_eq!(p.replace_all("a.e1.w.e2.w", "|"), "a|");
-        let p = parse_pattern(r"\.n.").unwrap();
+        let p = compile(r"\.n.").unwrap();
         assert_eq!(p.replace_all("x.nA.nB", "_"), "x__");
-        assert!(parse_pattern(r"a+").is_none());
-        assert!(parse_pattern(r"trailing\").is_none());
+        assert!(compile(r"trailing\").is_none());
+        assert!(compile(&"(a|b)*".repeat(20_000)).is_none());
+        assert_eq!(replacement(r"\.mlp\.\1\.$"), ".mlp.${1}.$$");
         // Unbalanced or huge input is bounded, not a panic.
         assert!(model_entry("\"m\": [[[", "m").is_none());
         assert!(model_entry("\"m\": ]]", "m").is_none());
