@@ -90,6 +90,14 @@ fn literal_after<'t>(text: &'t str, name: &str) -> Option<&'t str> {
 }
 
 impl Renames {
+    /// The renames of the truth's staged entry ([`CONVERSION_FILE`]); none when it has none.
+    pub fn of(sources: &std::collections::BTreeMap<String, String>) -> Renames {
+        sources
+            .get(CONVERSION_FILE)
+            .map(|t| Renames::read(t))
+            .unwrap_or_default()
+    }
+
     /// The `WeightRenaming` entries of a model type's entry text ([`model_entry`]).
     pub fn read(entry: &str) -> Renames {
         let mut out = Vec::new();

@@ -69,6 +69,8 @@ pub fn validate(
         }),
         ..Default::default()
     };
+    // The load-time renames, compiled once for the guards that look modules up by them.
+    let renames = conversion::Renames::of(&truth.sources);
     let mut clock = std::time::Instant::now();
     let ir = match repo.load_model(model) {
         Ok(ir) => {
@@ -150,6 +152,7 @@ pub fn validate(
                 truth,
                 &repo.config_keys,
                 &anchored,
+                &renames,
             ));
             report.errors.extend(anchor_faults);
             report.lap("semantic", &mut clock);
@@ -186,7 +189,7 @@ pub fn validate(
         }
     }
     if guards.has("source") {
-        let checked = source::check(&ir, &truth.sources);
+        let checked = source::check(&ir, &truth.sources, &renames);
         report.errors.extend(checked.errors);
         report.unverified = checked.unverified;
         report.lap("source", &mut clock);

@@ -197,13 +197,16 @@ pub fn forward_sources<'a>(
 }
 
 /// What the source guard found: its errors, and what it could not compare with the source.
-#[derive(Default)]
 pub struct Checked {
     pub errors: Vec<Diagnostic>,
     pub unverified: Vec<String>,
 }
 
-pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Checked {
+pub fn check(
+    ir: &ModelIr,
+    sources: &BTreeMap<String, String>,
+    renames: &crate::conversion::Renames,
+) -> Checked {
     let mut out = Vec::new();
     let mut unverified = Vec::new();
     let texts = forward_sources(ir, sources);
@@ -285,11 +288,7 @@ pub fn check(ir: &ModelIr, sources: &BTreeMap<String, String>) -> Checked {
         }
     }
     if !normalized.is_empty() {
-        let renames = sources
-            .get(crate::conversion::CONVERSION_FILE)
-            .map(|t| crate::conversion::Renames::read(t))
-            .unwrap_or_default();
-        let w = wiring::check(ir, statements(), &renames);
+        let w = wiring::check(ir, statements(), renames);
         out.extend(w.errors);
         unverified = w.unverified;
     }

@@ -55,11 +55,16 @@ impl NormKind {
     }
 }
 
-pub fn check(_ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+pub fn check(
+    _ir: &ModelIr,
+    a: &Analysis,
+    truth: &Truth,
+    renames: &crate::conversion::Renames,
+) -> Vec<Diagnostic> {
     if truth.sources.is_empty() {
         return Vec::new();
     }
-    let sk = Skeleton::read(&truth.sources);
+    let sk = Skeleton::read(&truth.sources, renames);
     let mut out = norms(a, truth, &sk);
     out.extend(norm_offsets(a, truth, &sk));
     out.extend(activations(a, truth, &sk));

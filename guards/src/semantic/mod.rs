@@ -33,9 +33,10 @@ pub fn check(
     truth: &Truth,
     keys: &ConfigKeys,
     anchored: &crate::window_anchor::Anchored,
+    renames: &crate::conversion::Renames,
 ) -> Vec<Diagnostic> {
     let mut out = bindings::check(ir, a, truth, keys);
-    out.extend(kinds::check(ir, a, truth));
+    out.extend(kinds::check(ir, a, truth, renames));
     out.extend(router_source::check(ir, a, truth));
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth, anchored));

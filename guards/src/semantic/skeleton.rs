@@ -69,11 +69,16 @@ pub fn calls(text: &str) -> Vec<&str> {
 }
 
 impl<'s> Skeleton<'s> {
-    pub fn read(sources: &'s BTreeMap<String, String>) -> Skeleton<'s> {
-        let mut sk = Skeleton::default();
+    pub fn read(
+        sources: &'s BTreeMap<String, String>,
+        renames: &crate::conversion::Renames,
+    ) -> Skeleton<'s> {
+        let mut sk = Skeleton {
+            renames: renames.clone(),
+            ..Skeleton::default()
+        };
         for (name, text) in sources {
             if name == crate::conversion::CONVERSION_FILE {
-                sk.renames = crate::conversion::Renames::read(text);
                 continue;
             }
             let lines: Vec<&str> = text.lines().take(MAX_LINES).collect();
@@ -370,7 +375,7 @@ def apply_rotary_pos_emb(q, k, cos, sin):
             "configuration_bar.py".to_string(),
             "class BarConfig(PreTrainedConfig):\n    model_type = \"bar\"\n    qk_norm: bool | None = False\n".to_string(),
         );
-        let sk = Skeleton::read(&m);
+        let sk = Skeleton::read(&m, &crate::conversion::Renames::of(&m));
         // Transformers-5 configurations declare defaults as dataclass fields.
         assert_eq!(sk.config_defaults["qk_norm"], "False");
         assert!(!sk.config_defaults.contains_key("model_type"));
@@ -399,7 +404,7 @@ def apply_rotary_pos_emb(q, k, cos, sin):
         let src = "class Tower(nn.Module):\n    pass\n\n\nclass Composite(nn.Module):\n    def __init__(self, config):\n        self.vision_tower = Tower._from_config(config.vision_config)\n        self.language_model = AutoModel.from_config(config.text_config)\n        self.helper = Tower.build_helper(config)\n";
         let mut m = BTreeMap::new();
         m.insert("modeling_c.py".to_string(), src.to_string());
-        let sk = Skeleton::read(&m);
+        let sk = Skeleton::read(&m, &crate::conversion::Renames::of(&m));
         assert_eq!(sk.module_ctors("Composite", "vision_tower"), vec!["Tower"]);
         // A class the source does not define is named as written; another method is no
         // constructor.
@@ -423,7 +428,7 @@ def apply_rotary_pos_emb(q, k, cos, sin):
             ]"#
             .to_string(),
         );
-        let sk = Skeleton::read(&m);
+        let sk = Skeleton::read(&m, &crate::conversion::Renames::of(&m));
         assert_eq!(
             sk.module_ctors("FooForCausalLM", "model.layers.{i}.attn.qn"),
             vec!["FooRMSNorm"]
@@ -437,7 +442,7 @@ def apply_rotary_pos_emb(q, k, cos, sin):
         let mut m = BTreeMap::new();
         let deep = format!("class A:\n    self.x = {}\n", "(".repeat(100_000));
         m.insert("modeling_x.py".to_string(), deep);
-        let sk = Skeleton::read(&m);
+        let sk = Skeleton::read(&m, &crate::conversion::Renames::of(&m));
         assert!(sk.classes.contains_key("A"));
         assert!(sk.module_ctors("A", "x").is_empty());
     }

@@ -107,13 +107,13 @@ fn is_norm_module(n: &NodeIr, op: &str) -> bool {
 /// (DeepSeek-V4's `attn` is `self_attn`): the renames run over the path as a layer's, and the
 /// part after the layer index is kept. A path no rename touches is itself.
 fn attribute(renames: &Renames, path: &str) -> String {
-    const LAYER: &str = "model.layers.0.";
+    const LAYER: &str = "layers.0.";
     if path == "." || path.contains('{') || renames.is_empty() {
         return path.to_string();
     }
-    let full = renames.module(&format!("{LAYER}{path}"));
-    match full.rfind("layers.0.") {
-        Some(at) => full[at + "layers.0.".len()..].to_string(),
+    let full = renames.module(&format!("model.{LAYER}{path}"));
+    match full.rfind(LAYER) {
+        Some(at) => full[at + LAYER.len()..].to_string(),
         None => path.to_string(),
     }
 }
@@ -199,12 +199,16 @@ fn forward_params(m: &Module, def: usize) -> Vec<String> {
         .collect()
 }
 
+/// The attribute a `self.<name>(...)` call names (a direct child module, not `self.a.b`).
+fn self_module(callee: &str) -> Option<&str> {
+    callee.strip_prefix("self.").filter(|n| !n.contains('.'))
+}
+
 /// `self.<name>` called in a range, by attribute name.
 fn self_calls(m: &Module, r: Range<usize>) -> Vec<String> {
     calls(m, r)
         .into_iter()
-        .filter_map(|c| c.callee.strip_prefix("self.").map(str::to_string))
-        .filter(|c| !c.contains('.'))
+        .filter_map(|c| self_module(&c.callee).map(str::to_string))
         .collect()
 }
 
@@ -250,7 +254,7 @@ fn term_of(
     let cs = calls(m, r.clone());
     if let Some(c) = cs.first()
         && c.span == r
-        && let Some(name) = c.callee.strip_prefix("self.").filter(|n| !n.contains('.'))
+        && let Some(name) = self_module(&c.callee)
     {
         // The value it is applied to: the first positional argument (not `*args`/`**kwargs`),
         // or the keyword the layers pass it by.
@@ -307,8 +311,8 @@ fn source_side(m: &Module, def: usize) -> SourceSide {
                 let term = if !straight {
                     opaque(m, s.tokens.clone(), &mut side)
                 } else if *aug {
-                    if m.tok(targets.end) == "+=" || m.span(targets.end..value.start).trim() == "+="
-                    {
+                    // The operator is the token before the value.
+                    if m.tok(value.start - 1) == "+=" {
                         let prev = vars.get(&first).cloned().unwrap_or(Term::Opaque);
                         let v = term_of(m, value.clone(), &vars, &mut side, 0);
                         Term::add(prev, v)
@@ -350,20 +354,34 @@ fn body_tokens(m: &Module, def: usize) -> Range<usize> {
     }
 }
 
-/// The one `forward` (module, def) that calls every module in `wanted`, if exactly one does.
-fn forward_calling(src: &Sources, wanted: &BTreeSet<&str>) -> Result<(usize, usize), usize> {
-    let mut found = Vec::new();
+/// A class's `forward` (module, def) and the modules it calls, read once for every block.
+struct Forward {
+    at: (usize, usize),
+    called: BTreeSet<String>,
+}
+
+fn forwards(src: &Sources) -> Vec<Forward> {
+    let mut out = Vec::new();
     for (mi, m) in src.modules.iter().enumerate() {
         for (def, name, class) in m.defs() {
-            if name != "forward" || class.is_none() {
-                continue;
-            }
-            let called: BTreeSet<String> = self_calls(m, body_tokens(m, def)).into_iter().collect();
-            if wanted.iter().all(|w| called.contains(*w)) {
-                found.push((mi, def));
+            if name == "forward" && class.is_some() {
+                out.push(Forward {
+                    at: (mi, def),
+                    called: self_calls(m, body_tokens(m, def)).into_iter().collect(),
+                });
             }
         }
     }
+    out
+}
+
+/// The one `forward` (module, def) that calls every module in `wanted`, if exactly one does.
+fn forward_calling(fwds: &[Forward], wanted: &BTreeSet<&str>) -> Result<(usize, usize), usize> {
+    let found: Vec<(usize, usize)> = fwds
+        .iter()
+        .filter(|f| wanted.iter().all(|w| f.called.contains(*w)))
+        .map(|f| f.at)
+        .collect();
     match found.as_slice() {
         [one] => Ok(*one),
         _ => Err(found.len()),
@@ -373,6 +391,9 @@ fn forward_calling(src: &Sources, wanted: &BTreeSet<&str>) -> Result<(usize, usi
 /// Compares each block of each stack with the source's layer forward.
 pub fn check(ir: &ModelIr, src: &Sources, renames: &Renames) -> Wiring {
     let mut w = Wiring::default();
+    let fwds = forwards(src);
+    // Blocks of one layer class share its forward: each is read into terms once.
+    let mut sides: BTreeMap<(usize, usize), SourceSide> = BTreeMap::new();
     let mut blocks: Vec<&str> = Vec::new();
     for n in &ir.graph {
         if let NodeKind::Stack(st) = &n.kind {
@@ -395,7 +416,7 @@ pub fn check(ir: &ModelIr, src: &Sources, renames: &Renames) -> Wiring {
             continue;
         }
         let wanted: BTreeSet<&str> = spec.calls.keys().map(String::as_str).collect();
-        let (mi, def) = match forward_calling(src, &wanted) {
+        let (mi, def) = match forward_calling(&fwds, &wanted) {
             Ok(at) => at,
             Err(n) => {
                 let list: Vec<&str> = wanted.iter().copied().collect();
@@ -408,7 +429,9 @@ pub fn check(ir: &ModelIr, src: &Sources, renames: &Renames) -> Wiring {
             }
         };
         let m = &src.modules[mi];
-        let side = source_side(m, def);
+        let side = sides
+            .entry((mi, def))
+            .or_insert_with(|| source_side(m, def));
         let class = m.class_of(def).unwrap_or("?");
         let mut skipped: Vec<String> = Vec::new();
         for (module, (want, node, norm)) in &spec.calls {
