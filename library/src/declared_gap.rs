@@ -57,15 +57,43 @@ pub fn for_figures(repo: &Repo, model: &str, truth: &Truth) -> Result<Option<Gap
     }
 }
 
+/// `text` cut to at most `max` characters at the end of a sentence (or a word), marked `…`
+/// when cut.
+fn short(text: &str, max: usize) -> String {
+    let Some((cut, _)) = text.char_indices().nth(max) else {
+        return text.to_string();
+    };
+    let head = &text[..cut];
+    let end = head
+        .rfind(". ")
+        .map(|i| i + 1)
+        .or_else(|| head.rfind(' '))
+        .unwrap_or(cut);
+    format!("{}…", head[..end].trim_end())
+}
+
 /// One line saying what a declared gap leaves unverified.
 pub fn line(g: &Gap) -> String {
     format!(
         "valid with a declared gap: {}; unverified: {}",
-        g.summary.chars().take(300).collect::<String>(),
+        short(&g.summary, 300),
         if g.affects.is_empty() {
             "(none named)".to_string()
         } else {
             g.affects.join(", ")
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn a_long_summary_is_cut_at_a_sentence() {
+        assert_eq!(short("One. Two three.", 100), "One. Two three.");
+        assert_eq!(short("One. Two three four.", 12), "One.…");
+        assert_eq!(short("One two three four", 12), "One two…");
+        assert_eq!(short("Ünïcödé wörds", 4), "Ünïc…");
+    }
 }

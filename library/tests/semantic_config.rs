@@ -275,3 +275,38 @@ fn shared_expert_width_is_read_from_either_spelling() {
         "{m}"
     );
 }
+
+#[test]
+fn a_slot_renamed_only_with_its_children_is_compared_with_the_source() {
+    // MiniMax-M3 stores its MoE under `block_sparse_moe`; transformers 5 renames it to `mlp` only
+    // in names that go on to a child (`.block_sparse_moe.(experts|gate|shared_experts).`), so the
+    // slot is read as the attribute its children land under.
+    let r = validate("MiniMaxAI/MiniMax-M3", None, |_| {});
+    assert!(r.errors.is_empty(), "{:#?}", r.errors);
+    assert!(
+        !r.unverified.iter().any(|u| u.contains("moe_")),
+        "{:#?}",
+        r.unverified
+    );
+    let wrong = validate(
+        "MiniMaxAI/MiniMax-M3",
+        Some((
+            "specs/components/library/pre_norm_block.yaml",
+            "out: { op: add, in: [attn_residual, ffn] }",
+            "out: { op: add, in: [hidden, ffn] }",
+        )),
+        |_| {},
+    );
+    let blocks: Vec<&str> = wrong
+        .errors
+        .iter()
+        .filter(|e| e.code == "O008")
+        .map(|e| e.message.as_str())
+        .collect();
+    for b in ["moe_full", "moe_sparse"] {
+        assert!(
+            blocks.iter().any(|m| m.contains(&format!("block `{b}`"))),
+            "{blocks:#?}"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use std::fmt;
 use std::ops::Range;
 
 use harch_engine::diag::Location;
-use harch_engine::ir::{BlockIr, ModelIr, NodeIr, NodeKind};
+use harch_engine::ir::{BlockIr, ComponentIr, FillIr, ModelIr, NodeIr, NodeKind};
 
 use crate::conversion::Renames;
 use crate::pysrc::expr::calls;
@@ -118,6 +118,49 @@ fn attribute(renames: &Renames, path: &str) -> String {
     }
 }
 
+/// The attribute a slot's checkpoint path names, where the renames move the slot only together
+/// with a child (MiniMax-M3: `.block_sparse_moe.(experts|gate|shared_experts).` -> `.mlp.\1.`):
+/// each child the filling component stores under it is renamed in place, and when every such
+/// child lands under one new parent with its own name kept, that parent is the attribute. A child
+/// left where it was, or children that disagree, keep the path as it is.
+fn slot_attribute(renames: &Renames, path: &str, children: &BTreeSet<&str>) -> String {
+    const LAYER: &str = "model.layers.0.";
+    let direct = attribute(renames, path);
+    if direct != path || path == "." || path.contains('{') {
+        return direct;
+    }
+    let mut parents = children.iter().map(|child| {
+        let leaf = format!(".{child}.weight");
+        let full = renames.apply(&format!("{LAYER}{path}{leaf}"));
+        full.strip_suffix(&leaf)
+            .and_then(|m| m.strip_prefix(LAYER))
+            .map(str::to_string)
+    });
+    match parents.next().flatten() {
+        Some(first) if first != path && parents.all(|p| p.as_deref() == Some(&first)) => first,
+        _ => direct,
+    }
+}
+
+/// The first path segment of everything a component stores under its own path: its nodes'
+/// paths, the leaves of a node stored at the component's path (`path: "."`), and nested
+/// components and leaf-bearing nodes stored under their ids.
+fn stored_children(c: Option<&ComponentIr>) -> BTreeSet<&str> {
+    c.into_iter()
+        .flat_map(|c| &c.nodes)
+        .flat_map(|n| match n.path.as_deref() {
+            Some(".") => n.leaves.values().map(String::as_str).collect::<Vec<_>>(),
+            Some(p) => vec![p],
+            None if matches!(n.kind, NodeKind::Component { .. }) || !n.leaves.is_empty() => {
+                vec![n.id.as_str()]
+            }
+            None => vec![],
+        })
+        .filter_map(|p| p.split('.').next())
+        .filter(|c| !c.is_empty() && !c.contains('{'))
+        .collect()
+}
+
 fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr, renames: &Renames) -> Option<SpecSide<'a>> {
     let t = ir.component(&block.template)?;
     let mut terms: BTreeMap<&str, Term> = BTreeMap::new();
@@ -149,11 +192,14 @@ fn spec_side<'a>(ir: &'a ModelIr, block: &'a BlockIr, renames: &Renames) -> Opti
                     Term::add(get(&terms, n, 0), get(&terms, n, 1))
                 }
                 NodeKind::Slot(slot) => {
-                    let path = block
-                        .fills
-                        .get(slot)
-                        .and_then(|f| f.path.as_deref())
-                        .map_or(own_path, |p| attribute(renames, p));
+                    let path = match block.fills.get(slot) {
+                        Some(f @ FillIr { path: Some(p), .. }) => slot_attribute(
+                            renames,
+                            p,
+                            &stored_children(ir.component(&f.name).map(|c| &**c)),
+                        ),
+                        _ => own_path,
+                    };
                     if path == "." || path.contains('{') {
                         Term::Opaque
                     } else {
@@ -581,6 +627,32 @@ mod tests {
         assert_eq!(attribute(&r, "attn_norm"), "attn_norm");
         assert_eq!(attribute(&r, "."), ".");
         assert_eq!(attribute(&Renames::default(), "attn"), "attn");
+    }
+
+    #[test]
+    fn a_slot_moved_with_its_children_is_read_where_they_all_land() {
+        // Entries in the format transformers 5 writes (written for this test).
+        let r = Renames::read(
+            r#"WeightRenaming(source_patterns=r"\.moe\.(experts|gate)\.", target_patterns=r"\.mlp\.\1\."),
+            WeightRenaming(source_patterns=r"\.split\.gate\.", target_patterns=r".router."),
+            WeightRenaming(source_patterns=r"\.half\.gate\.", target_patterns=r".mlp.gate."),"#,
+        );
+        let kids = |k: &[&'static str]| k.iter().copied().collect::<BTreeSet<&str>>();
+        assert_eq!(
+            slot_attribute(&r, "moe", &kids(&["experts", "gate"])),
+            "mlp"
+        );
+        // A child renamed away (not kept under a parent) says nothing of the slot.
+        assert_eq!(
+            slot_attribute(&r, "split", &kids(&["gate", "experts"])),
+            "split"
+        );
+        // Children that land under different parents keep the path.
+        assert_eq!(
+            slot_attribute(&r, "half", &kids(&["gate", "experts"])),
+            "half"
+        );
+        assert_eq!(slot_attribute(&r, "moe", &kids(&[])), "moe");
     }
 
     #[test]

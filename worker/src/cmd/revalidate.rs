@@ -194,8 +194,14 @@ fn table(rows: &[Row], offline: bool) -> String {
             "current Hub checkpoint"
         }
     );
+    let w = rows
+        .iter()
+        .map(|r| r.model_id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(32);
     out += &format!(
-        "{:<32}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
+        "{:<w$}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
         "MODEL", "SPEC", "TRUTH", "TENSORS MATCHED", "TIME", "RESULT"
     );
     for r in rows {
@@ -211,6 +217,8 @@ fn table(rows: &[Row], offline: bool) -> String {
                     w => format!("valid, {}", plural(w, "warning")),
                 };
                 match &r.declared_gap {
+                    // The gap's line says "valid with a declared gap" itself.
+                    Some(g) if r.warnings.unwrap_or(0) == 0 => g.clone(),
                     Some(g) => format!("{valid}; {g}"),
                     None => valid,
                 }
@@ -229,7 +237,7 @@ fn table(rows: &[Row], offline: bool) -> String {
             None => truth,
         };
         out += &format!(
-            "{:<32}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
+            "{:<w$}  {:<12}  {:<20}  {:>17}  {:>9}  {}\n",
             r.model_id,
             r.spec.as_deref().unwrap_or("-"),
             truth,
