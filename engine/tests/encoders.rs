@@ -191,7 +191,18 @@ fn sizes_that_do_not_cut_are_located_errors() {
         Err(e) => e,
         Ok(ir) => evaluate(&ir, &config(), EvalOptions::default()).errors,
     };
-    assert!(!errs.is_empty());
+    let unread = errs
+        .iter()
+        .find(|e| e.code == "L007")
+        .unwrap_or_else(|| panic!("{errs:#?}"));
+    assert_eq!(unread.location.node.as_deref(), Some("inputs.pixel_values"));
+    assert!(
+        unread
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("an image input feeds its encoder")),
+        "{unread:?}"
+    );
     // A cache on an encoder is refused with what an encoder is.
     let cached = spec("").replace(
         "fill: { attention: vision_attention, ffn: gelu_mlp }",

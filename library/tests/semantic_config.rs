@@ -310,3 +310,53 @@ fn a_slot_renamed_only_with_its_children_is_compared_with_the_source() {
         );
     }
 }
+
+#[test]
+fn a_routed_scale_read_under_another_key_is_held_to_that_key() {
+    // A checkpoint whose source scales the routed weights by a key of its own (as Step-3.7's
+    // `config.moe_router_scaling_factor`) and whose config has no `routed_scaling_factor`: the
+    // factor is the source's key's value, which the spec's `routed_scaling_factor ?? 1` misses.
+    let run = |spec_scale: &str| {
+        let mut files = harch_library::specs::read_spec_files(&root()).unwrap();
+        let text = files.get_mut("specs/models/deepseek_v3.yaml").unwrap();
+        *text = text.replacen(
+            "router_scale: \"config.routed_scaling_factor ?? 1\"",
+            &format!("router_scale: \"{spec_scale}\""),
+            1,
+        );
+        let repo = Repo::from_files(files);
+        let mut t = truth("deepseek-ai/DeepSeek-V3");
+        let c = t.config.as_object_mut().unwrap();
+        let v = c.remove("routed_scaling_factor").expect("V3 states it");
+        c.insert("moe_router_scaling_factor".into(), v);
+        for (_, src) in t.sources.iter_mut() {
+            *src = src
+                .replace(
+                    "self.routed_scaling_factor = config.routed_scaling_factor",
+                    "self.routed_scaling_factor = config.moe_router_scaling_factor",
+                )
+                .replace(
+                    "routed_scaling_factor=2.5,",
+                    "moe_router_scaling_factor=2.5,",
+                )
+                .replace(
+                    "self.routed_scaling_factor = routed_scaling_factor",
+                    "self.moe_router_scaling_factor = moe_router_scaling_factor",
+                );
+        }
+        let model = subject::library_model(&repo, &t.config)
+            .unwrap()
+            .to_string();
+        harch_guards::validate(&repo, &model, &t, &GuardSet::all()).0
+    };
+    let wrong = run("config.routed_scaling_factor ?? 1");
+    let m = message(&wrong, "M027");
+    assert!(
+        m.contains("scales the kept weights by 1")
+            && m.contains("config `moe_router_scaling_factor` = 2.5")
+            && m.contains("topk_weights = topk_weights * self.routed_scaling_factor"),
+        "{m}"
+    );
+    let right = run("config.moe_router_scaling_factor");
+    assert!(!codes(&right).contains(&"M027"), "{:#?}", right.errors);
+}

@@ -14,6 +14,7 @@ mod deployment;
 mod kinds;
 mod mrope;
 mod parts;
+mod router_scale;
 mod router_source;
 mod selection;
 mod skeleton;
@@ -38,6 +39,7 @@ pub fn check(
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth, renames));
     out.extend(router_source::check(ir, a, truth));
+    out.extend(router_scale::check(ir, a, truth));
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth, anchored));
     out.extend(selection::check(a, truth, keys));

@@ -61,7 +61,7 @@ fn scoring_of(c: &Call) -> Option<&'static str> {
 const MAX_SCANNED: usize = 200_000;
 
 /// Statements of the classes that select experts, per class: (module, class statement).
-fn router_classes(src: &Sources) -> Vec<(usize, usize)> {
+pub(super) fn router_classes(src: &Sources) -> Vec<(usize, usize)> {
     let mut out = BTreeSet::new();
     let mut scanned = 0usize;
     for (mi, m) in src.modules.iter().enumerate() {
