@@ -123,6 +123,40 @@ fn product(m: &Module, r: std::ops::Range<usize>) -> Option<[std::ops::Range<usi
     (at > r.start && at + 1 < r.end).then(|| [r.start..at, at + 1..r.end])
 }
 
+/// Whether a statement divides a plain name by a factor (`w = w / self.top_k`, `w /= 2`): the
+/// reader does not combine a division with a later product (OpenAI's privacy filter divides
+/// the scores by top_k and multiplies the experts' output by it again), so it concludes nothing.
+fn divides_by_factor(m: &Module, k: usize, class: usize) -> bool {
+    match &m.stmts[k].kind {
+        Kind::Assign {
+            value, aug: true, ..
+        } => {
+            value.start > 0
+                && m.tok(value.start - 1) == "/="
+                && factor(m, value.clone(), class).is_some()
+        }
+        Kind::Assign {
+            value, aug: false, ..
+        } => {
+            let v = value.clone();
+            let mut depth = 0i32;
+            v.clone().any(|t| {
+                match m.tok(t) {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+                    && m.tok(t) == "/"
+                    && t > v.start
+                    && is_name(m, &(t - 1..t))
+                    && factor(m, t + 1..v.end, class).is_some()
+            })
+        }
+        _ => false,
+    }
+}
+
 /// A plain name (the weights), not a call or an expression.
 fn is_name(m: &Module, r: &std::ops::Range<usize>) -> bool {
     r.len() == 1 && m.tokens[r.start].kind == Tok::Name
@@ -202,6 +236,9 @@ pub fn routed_scale(src: &Sources) -> Option<Scale> {
                 .is_some_and(|d| matches!(&m.stmts[d].kind, Kind::Def(n) if n == "__init__"));
             if in_init {
                 continue;
+            }
+            if divides_by_factor(m, k, class) {
+                return Some(Scale::Unknown);
             }
             for f in factors_of(m, k, class) {
                 match &found {
@@ -343,6 +380,9 @@ mod tests {
         // A product with a call or a sum is not a factor on the weights.
         let call = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        y = torch.sigmoid(x) * 2\n        z = w * 2 + 1\n        return w, i\n";
         assert_eq!(scale_of(call), Some(Scale::None));
+        // Divided by top_k, then multiplied by it again: not read as a factor of k.
+        let undone = "class R:\n    def __init__(self, config):\n        self.k = config.num_experts_per_tok\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        w = w / self.k\n        return w * self.k, i\n";
+        assert_eq!(scale_of(undone), Some(Scale::Unknown));
         assert_eq!(
             scale_of("class A:\n    def f(self):\n        x = y * 2\n"),
             None
