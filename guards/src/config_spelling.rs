@@ -240,17 +240,7 @@ mod tests {
     use super::*;
 
     fn configuration(version: &str, model: &str) -> BTreeMap<String, String> {
-        let name = format!("configuration_{model}.py");
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("../.cache/transformers/{version}/models/{model}"))
-            .join(&name);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
-        BTreeMap::from([(name, text)])
+        BTreeMap::from([crate::pinned::file(version, model, "configuration")])
     }
 
     #[test]
@@ -292,17 +282,7 @@ mod tests {
 
     #[test]
     fn glm_4_7_flash_reads_head_dim_as_the_rotated_width() {
-        let name = "configuration_glm4_moe_lite.py".to_string();
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.cache/transformers/5.23.0/models/glm4_moe_lite")
-            .join(&name);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
-        let sources = BTreeMap::from([(name, text)]);
+        let sources = configuration("5.23.0", "glm4_moe_lite");
         let map = attribute_map(&sources);
         assert!(
             map.contains(&("head_dim".into(), "qk_rope_head_dim".into())),

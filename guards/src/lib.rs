@@ -12,6 +12,8 @@ pub mod axiom;
 pub mod config_spelling;
 pub mod config_view;
 pub mod conversion;
+#[cfg(test)]
+mod pinned;
 pub mod pysrc;
 pub mod quant_config;
 pub mod report;

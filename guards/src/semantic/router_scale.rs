@@ -321,19 +321,7 @@ mod tests {
     }
 
     fn real(version: &str, model_type: &str) -> Option<Scale> {
-        let name = format!("modeling_{model_type}.py");
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.cache/transformers")
-            .join(version)
-            .join("models")
-            .join(model_type)
-            .join(&name);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
+        let (name, text) = crate::pinned::file(version, model_type, "modeling");
         routed_scale(&Sources::read(&[(&name, &text)]))
     }
 

@@ -255,19 +255,7 @@ mod tests {
     use super::*;
 
     fn facts(version: &str, model_type: &str) -> RouterFacts {
-        let name = format!("modeling_{model_type}.py");
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.cache/transformers")
-            .join(version)
-            .join("models")
-            .join(model_type)
-            .join(&name);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
+        let (name, text) = crate::pinned::file(version, model_type, "modeling");
         router_facts(&Sources::read(&[(&name, &text)])).expect("routers")
     }
 

@@ -87,20 +87,7 @@ mod tests {
 
     /// A modeling file of the pinned transformers releases (scripts/fetch-transformers-src).
     fn modeling(version: &str, model_type: &str) -> (String, String) {
-        let name = format!("modeling_{model_type}.py");
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.cache/transformers")
-            .join(version)
-            .join("models")
-            .join(model_type)
-            .join(&name);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
-        (name, text)
+        crate::pinned::file(version, model_type, "modeling")
     }
 
     fn fault(file: &(String, String), kind: CacheKind, quote: &str) -> Option<String> {

@@ -529,14 +529,7 @@ class Mixer(nn.Module):
 
     #[test]
     fn kimi_linear_keeps_its_state_in_float32() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.cache/transformers/5.23.0/models/kimi_linear/modeling_kimi_linear.py");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run scripts/fetch-transformers-src)",
-                path.display()
-            )
-        });
+        let (_, text) = crate::pinned::file("5.23.0", "kimi_linear", "modeling");
         let d = run(&text).expect("Kimi-Linear's state store is traced");
         assert_eq!(d.dtype, "F32");
         assert_eq!(
