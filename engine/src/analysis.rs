@@ -38,6 +38,30 @@ pub struct PerImage {
     pub positions: Q,
 }
 
+/// How many of the earlier positions one key set spans for a query: all of them, the last
+/// `window`, one entry per `stride` tokens, each capped by a selection of `selected`.
+#[derive(Clone, Debug, Default)]
+pub struct KeySpan {
+    pub window: Option<Q>,
+    pub selected: Option<Q>,
+    pub stride: Option<Q>,
+}
+
+impl KeySpan {
+    pub fn into_parts(self) -> (Option<Q>, Option<Q>, Option<Q>) {
+        (self.window, self.selected, self.stride)
+    }
+
+    /// The most positions it lets a query attend: its window or its selection, whichever is
+    /// smaller (each caps the sum over positions the same way: min(cap, t) for query t).
+    pub fn cap(&self) -> Option<&Q> {
+        match (&self.window, &self.selected) {
+            (Some(w), Some(k)) => Some(if k.v < w.v { k } else { w }),
+            (w, k) => w.as_ref().or(k.as_ref()),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct NodeRow {
     /// Path of node ids from the top, e.g. `layers[moe].attention.kv_b_proj`.
@@ -70,6 +94,10 @@ pub struct NodeRow {
     /// This node attends compressed entries, one per so many positions: at position t it
     /// spans floor(t / stride) of them (then capped by a selection).
     pub stride: Option<Q>,
+    /// Further key sets this node attends in the same softmax (scores concatenated along the
+    /// context axis: DeepSeek-V4 attends its window and its compressed entries at once), each
+    /// counted by its own law beside the node's own `window`, `selected` and `stride`.
+    pub joint: Vec<KeySpan>,
     pub phase: Phase,
     pub args: IndexMap<String, ArgValue>,
     /// For an op: per `in:` edge, the rows that produce that input (the dataflow edges).
@@ -80,6 +108,18 @@ pub struct NodeRow {
     /// the positions each image gives it.
     pub per_image: Option<PerImage>,
     pub loc: Location,
+}
+
+impl NodeRow {
+    /// Every key set the node's per-position FLOPs run over: its own, then the joint ones.
+    pub fn spans(&self) -> impl Iterator<Item = KeySpan> + '_ {
+        let own = KeySpan {
+            window: self.window.clone(),
+            selected: self.selected.clone(),
+            stride: self.stride.clone(),
+        };
+        std::iter::once(own).chain(self.joint.iter().cloned())
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -605,7 +645,7 @@ impl Analysis {
                 match (inside.as_slice(), kind) {
                     ([], _) => return None,
                     ([n], "params") => &n.params * &n.count,
-                    ([n], "flops") => &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &c)),
+                    ([n], "flops") => self.node_decode_flops(n, &c),
                     // A component path: the sum over the nodes inside it, as the totals count
                     // them (FLOPs per decoded token, as `decode_flops_per_token`).
                     (_, "params") => Q::sum(

@@ -78,16 +78,32 @@ impl Analysis {
             match ops::history(&n.op) {
                 History::None => continue,
                 History::Input(i) => {
-                    let window = n.window.clone().filter(|w| w.v > 0);
-                    let growth = if window.is_some() {
-                        Growth::Window
+                    // Values of several key sets (probabilities over scores concatenated
+                    // along the context) follow the history input, one per set.
+                    let values = if n.op == "attention_apply" {
+                        n.inputs.len().saturating_sub(i)
                     } else {
-                        Growth::PerToken
+                        1
                     };
-                    for &via in n.inputs.get(i).into_iter().flatten() {
-                        for t in self.through_views(via) {
-                            if let Some(e) = per_token(&self.nodes[t]) {
-                                found.push((via, t, growth, window.clone(), e));
+                    for (input, span) in n.inputs.iter().skip(i).zip(n.spans()).take(values) {
+                        let window = span.window.clone().filter(|w| w.v > 0);
+                        let growth = if window.is_some() {
+                            Growth::Window
+                        } else {
+                            Growth::PerToken
+                        };
+                        for &via in input {
+                            for t in self.through_views(via) {
+                                if let Some(e) = per_token(&self.nodes[t]) {
+                                    found.push((
+                                        via,
+                                        t,
+                                        growth,
+                                        window.clone(),
+                                        e,
+                                        span.selected.clone(),
+                                    ));
+                                }
                             }
                         }
                     }
@@ -100,18 +116,25 @@ impl Analysis {
                     for &via in n.inputs.get(i).into_iter().flatten() {
                         for t in self.through_views(via) {
                             if let Some(e) = per_token(&self.nodes[t]) {
-                                found.push((via, t, Growth::Constant, None, &e * &steps));
+                                found.push((
+                                    via,
+                                    t,
+                                    Growth::Constant,
+                                    None,
+                                    &e * &steps,
+                                    n.selected.clone(),
+                                ));
                             }
                         }
                     }
                 }
                 History::State => {
                     if let Some(s) = n.args.get("__state_elements").and_then(|a| a.int) {
-                        found.push((r, r, Growth::Constant, None, Q::lit(s)));
+                        found.push((r, r, Growth::Constant, None, Q::lit(s), n.selected.clone()));
                     }
                 }
             }
-            for (via, t, growth, window, elements) in found {
+            for (via, t, growth, window, elements, selected) in found {
                 let read = DecodeRead {
                     reader: r,
                     via,
@@ -119,7 +142,7 @@ impl Analysis {
                     growth,
                     window,
                     elements,
-                    selected: n.selected.clone(),
+                    selected,
                 };
                 out.push(read);
             }

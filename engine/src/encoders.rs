@@ -73,10 +73,14 @@ impl Analysis {
             return Q::zero();
         };
         let pos = &p.positions;
-        let attended = match &n.window {
-            Some(w) if w.v < pos.v => pos * w,
-            _ => pos * pos,
-        };
+        let attended = Q::sum(
+            &n.spans()
+                .map(|s| match &s.window {
+                    Some(w) if w.v < pos.v => pos * w,
+                    _ => pos * pos,
+                })
+                .collect::<Vec<_>>(),
+        );
         &n.active * &(&(&n.flops_fixed * pos) + &(&n.flops_per_ctx * &attended))
     }
 

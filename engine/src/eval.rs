@@ -131,9 +131,22 @@ struct Flow {
     compressed: Option<Q>,
     /// This value was computed by attending compressed entries, one per so many positions.
     stride: Option<Q>,
+    /// Scores concatenated along the context axis: the key sets after the first, each with
+    /// its own law (what follows them inside the component spans them all).
+    joint: Vec<KeySpan>,
     from: Rc<[usize]>,
     /// Set on an encoder's values: the image input and its positions per image.
     image: Option<Rc<PerImage>>,
+}
+
+impl Flow {
+    fn own_span(&self) -> KeySpan {
+        KeySpan {
+            window: self.window.clone(),
+            selected: self.selected.clone(),
+            stride: self.stride.clone(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -622,6 +635,7 @@ impl<'a> Walker<'a> {
                 selected: None,
                 compressed: None,
                 stride: None,
+                joint: vec![],
                 from: Rc::from([]),
                 image: None,
             },
@@ -1302,6 +1316,7 @@ impl<'a> Walker<'a> {
                 // A selection caps the attention that took it, not what reads its result.
                 out.selected = None;
                 out.stride = None;
+                out.joint.clear();
                 Some(out)
             }
             NodeKind::Slot(slot) => {
@@ -1338,6 +1353,7 @@ impl<'a> Walker<'a> {
                 self.out.nodes[row].shape = out.shape.clone();
                 out.selected = None;
                 out.stride = None;
+                out.joint.clear();
                 Some(out)
             }
             NodeKind::Stack(st) => self.stack(node, st, scope, inputs),
@@ -1430,6 +1446,7 @@ impl<'a> Walker<'a> {
             selected: None,
             compressed: None,
             stride: None,
+            joint: vec![],
             phase: scope.phase,
             args: IndexMap::new(),
             inputs: vec![],
@@ -1463,6 +1480,23 @@ impl<'a> Walker<'a> {
                 ),
                 &loc,
                 Some(format!("shape rule: {}", spec.shape)),
+            );
+            return None;
+        }
+        // Probabilities over several key sets take a value input per set, in the same order.
+        if spec.name == "attention_apply"
+            && let Some(p) = inputs.first()
+            && inputs.len() != p.joint.len() + 2
+        {
+            self.error(
+                code::SHAPE_ARITY,
+                format!(
+                    "{id}: its probabilities span {} key set(s) but `in:` gives {} value input(s)",
+                    p.joint.len() + 1,
+                    inputs.len() - 1
+                ),
+                &loc,
+                Some("give attention_apply one value input per input of the scores' concat, in the same order".into()),
             );
             return None;
         }
@@ -1506,7 +1540,7 @@ impl<'a> Walker<'a> {
             );
             return None;
         }
-        let window = window.or(window_in);
+        let mut window = window.or(window_in);
         // An attention given a selection attends at most the selected positions.
         let selected_in = inputs.iter().find_map(|f| f.selected.clone());
         let selected = if spec.name == "attention_score" && inputs.len() == 3 {
@@ -1538,10 +1572,30 @@ impl<'a> Walker<'a> {
         });
         // An attention whose keys are compressed attends floor(t / r) entries at position t;
         // what follows it in the component (softmax, apply) spans the same entries.
-        let stride = if spec.name == "attention_score" {
+        let mut stride = if spec.name == "attention_score" {
             inputs.get(1).and_then(|k| k.compressed.clone())
         } else {
             inputs.iter().find_map(|f| f.stride.clone())
+        };
+        let mut selected = selected;
+        // Scores concatenated along the context axis span every input's key sets: the first
+        // input's law is the row's own, the others' ride along; what reads them (the softmax,
+        // attention_apply) spans the same sets.
+        let joint = if spec.name == "concat" && out.shape.contains(&ops::Axis::Ctx) {
+            let mut joint = inputs[0].joint.clone();
+            for f in &inputs[1..] {
+                joint.push(f.own_span());
+                joint.extend(f.joint.iter().cloned());
+            }
+            (window, selected, stride) = inputs[0].own_span().into_parts();
+            joint
+        } else if spec.name == "attention_score" {
+            Vec::new()
+        } else if let Some(f) = inputs.iter().find(|f| !f.joint.is_empty()) {
+            (window, selected, stride) = f.own_span().into_parts();
+            f.joint.clone()
+        } else {
+            Vec::new()
         };
         // Buffers are stored but are not parameters.
         let params = Q::sum(
@@ -1578,6 +1632,7 @@ impl<'a> Walker<'a> {
             r.selected = selected.clone();
             r.compressed = compressed.clone();
             r.stride = stride.clone();
+            r.joint = joint.clone();
             r.args = bound;
             r.inputs = inputs.iter().map(|f| f.from.to_vec()).collect();
         }
@@ -1618,6 +1673,12 @@ impl<'a> Walker<'a> {
             selected,
             compressed,
             stride,
+            // The weighted sum has no context axis left: the key sets end with it.
+            joint: if spec.name == "attention_apply" {
+                Vec::new()
+            } else {
+                joint
+            },
             from: Rc::from([row]),
             image,
         })

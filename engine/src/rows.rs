@@ -107,24 +107,36 @@ impl Analysis {
 
     /// FLOPs of a node row (all its active copies) for one sequence's decode step at a context.
     pub fn node_decode_flops(&self, n: &NodeRow, ctx: &Q) -> Q {
-        let spanned = match &n.stride {
-            Some(r) if r.v > 0 => Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v),
-            _ => ctx.clone(),
-        };
-        let l = match attended_cap(n) {
-            Some(w) if w.v < spanned.v => w.clone(),
-            _ => spanned,
-        };
-        &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l))
+        let attended = Q::sum(
+            &n.spans()
+                .map(|s| {
+                    let spanned = match &s.stride {
+                        Some(r) if r.v > 0 => {
+                            Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
+                        }
+                        _ => ctx.clone(),
+                    };
+                    match s.cap() {
+                        Some(w) if w.v < spanned.v => w.clone(),
+                        _ => spanned,
+                    }
+                })
+                .collect::<Vec<_>>(),
+        );
+        &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &attended))
     }
 
     /// FLOPs of a node row (all its active copies) for one sequence's causal prefill of `seq`
     /// tokens.
     pub fn node_prefill_flops(&self, n: &NodeRow, seq: &Q) -> Q {
-        let attended = match &n.stride {
-            Some(r) if r.v > 0 => attended_entries(seq, attended_cap(n), r),
-            _ => attended_positions(seq, attended_cap(n)),
-        };
+        let attended = Q::sum(
+            &n.spans()
+                .map(|s| match &s.stride {
+                    Some(r) if r.v > 0 => attended_entries(seq, s.cap(), r),
+                    _ => attended_positions(seq, s.cap()),
+                })
+                .collect::<Vec<_>>(),
+        );
         &n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended))
     }
 
@@ -159,15 +171,6 @@ impl Analysis {
             id.strip_prefix(&head)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         })
-    }
-}
-
-/// The most positions a node attends per query: its window or its selection, whichever is
-/// smaller (each caps the sum over positions the same way: min(cap, t) for query t).
-pub fn attended_cap(n: &NodeRow) -> Option<&Q> {
-    match (&n.window, &n.selected) {
-        (Some(w), Some(k)) => Some(if k.v < w.v { k } else { w }),
-        (w, k) => w.as_ref().or(k.as_ref()),
     }
 }
 
@@ -218,18 +221,24 @@ impl Analysis {
                     && keep(n)
             })
             .map(|n| {
-                // Attending compressed entries spans `entries(ctx, stride)` of them.
-                let spanned = match &n.stride {
-                    Some(r) if r.v > 0 => {
-                        Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
-                    }
-                    _ => ctx.clone(),
-                };
-                let l = match attended_cap(n) {
-                    Some(cap) => capped_positions(cap, &spanned),
-                    None => spanned,
-                };
-                &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &l))
+                let attended = Q::sum(
+                    &n.spans()
+                        .map(|s| {
+                            // Attending compressed entries spans `entries(ctx, stride)` of them.
+                            let spanned = match &s.stride {
+                                Some(r) if r.v > 0 => {
+                                    Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
+                                }
+                                _ => ctx.clone(),
+                            };
+                            match s.cap() {
+                                Some(cap) => capped_positions(cap, &spanned),
+                                None => spanned,
+                            }
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &attended))
             })
             .collect();
         Q::sum(&terms)
@@ -260,6 +269,7 @@ mod of_ctx_tests {
             selected: None,
             compressed: None,
             stride: None,
+            joint: vec![],
             phase: Phase::Both,
             args: Default::default(),
             inputs: vec![],

@@ -26,11 +26,9 @@ graph:
   c: { op: head_split, in: pooled, args: { heads: 1, head_dim: d_head } }
   s_win: { op: attention_score, in: [q, kv], args: { mask: causal, window: attn_window } }
   s_cmp: { op: attention_score, in: [q, c], args: { mask: causal } }
-  p_win: { op: softmax, in: s_win }
-  p_cmp: { op: softmax, in: s_cmp }
-  o_win: { op: attention_apply, in: [p_win, kv] }
-  o_cmp: { op: attention_apply, in: [p_cmp, c] }
-  o: { op: add, in: [o_win, o_cmp] }
+  s: { op: concat, in: [s_win, s_cmp] }
+  p: { op: softmax, in: s }
+  o: { op: attention_apply, in: [p, kv, c] }
   flat: { op: head_merge, in: o }
   groups: { op: head_split, in: flat, args: { heads: o_groups, head_dim: "n_heads * d_head / o_groups" } }
   wo_a: { op: block_diagonal_linear, in: groups, args: { groups: o_groups, in: "n_heads * d_head / o_groups", out: d_o_rank } }
@@ -175,9 +173,25 @@ fn an_attention_over_compressed_entries_attends_one_per_ratio_positions() {
     // The windowed scores are capped at the window, not divided by the ratio.
     let w = a.nodes.iter().find(|n| n.id.ends_with(".s_win")).unwrap();
     assert_eq!(a.node_decode_flops(w, &Q::lit(100)).v, 2 * 2 * 4 * 16 * 8);
-    // What follows the compressed scores spans the same entries (softmax: 5 per score).
-    let p = a.nodes.iter().find(|n| n.id.ends_with(".p_cmp")).unwrap();
-    assert_eq!(a.node_decode_flops(p, &Q::lit(100)).v, 2 * 5 * 4 * 25);
+    // One softmax over both key sets spans the window and the entries (5 per score), and
+    // the weighted sum the same positions (2 * heads * d_head each).
+    let p = a.nodes.iter().find(|n| n.id.ends_with(".p")).unwrap();
+    assert_eq!(a.node_decode_flops(p, &Q::lit(100)).v, 2 * 5 * 4 * (8 + 25));
+    let o = a.nodes.iter().find(|n| n.id.ends_with(".o")).unwrap();
+    assert_eq!(
+        a.node_decode_flops(o, &Q::lit(100)).v,
+        2 * 2 * 4 * 16 * (8 + 25)
+    );
+    // Prefill of 10 tokens: query t attends min(8, t) window positions and floor(t/4)
+    // entries, in one sum: 52 + 10.
+    let brute: i128 = (1..=10).map(|t: i128| t.min(8) + t / 4).sum();
+    assert_eq!(brute, 62);
+    assert_eq!(a.node_prefill_flops(p, &Q::lit(10)).v, 2 * 5 * 4 * brute);
+    // The Inspector's formula of the context agrees with the figure on both sides of the window.
+    for ctx in [3, 8, 100, 5000] {
+        let f = a.decode_flops_of_ctx(&Q::atom("ctx", ctx, true), |n| n.id.ends_with(".p"));
+        assert_eq!(f.v, a.node_decode_flops(p, &Q::lit(ctx)).v, "ctx {ctx}");
+    }
     // The grouped output projection multiplies its blocks only: 2 groups of 32 -> 8.
     let o = a.nodes.iter().find(|n| n.id.ends_with(".wo_a")).unwrap();
     assert_eq!(a.node_decode_flops(o, &Q::lit(100)).v, 2 * 2 * 2 * 32 * 8);
@@ -297,4 +311,74 @@ fn bad_compression_is_a_located_error() {
         "scale_fmt": "ue8m0", "weight_block_size": [128, 128] });
     let a = eval(&repo("4", "per_token"), &c);
     assert!(a.ok(), "{:?}", a.errors);
+}
+
+#[test]
+fn one_softmax_over_two_key_sets_needs_a_value_input_for_each() {
+    let one_value = ATTENTION.replace("in: [p, kv, c]", "in: [p, kv]");
+    let mut files = support::library_files();
+    files.insert(
+        "specs/components/test/toy_compressed_attention.yaml".into(),
+        one_value.replace("CMP_GROWTH", "per_token"),
+    );
+    files.insert(
+        "specs/components/test/toy_hc_block.yaml".into(),
+        BLOCK.into(),
+    );
+    files.insert(
+        "specs/models/toy_v4.yaml".into(),
+        MODEL.replace("RATIO", "4"),
+    );
+    let a = eval(&Repo::from_files(files), &config(4));
+    let e = a.errors.first().expect("an error");
+    assert!(
+        e.message
+            .contains("span 2 key set(s) but `in:` gives 1 value input(s)"),
+        "{e:?}"
+    );
+    assert!(
+        e.location
+            .node
+            .as_deref()
+            .is_some_and(|n| n.ends_with(".o")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_decode_step_reads_each_value_set_of_a_joint_softmax_by_its_own_law() {
+    // Values apart from the keys, so that only attention_apply reads them; the windowed set
+    // second, so that its law is a joint set's, not the row's own.
+    let separate = ATTENTION
+        .replace(
+            "  c_kv:",
+            "  wv: { op: linear, in: x, args: { in: d_model, out: d_head } }\n  v: { op: head_split, in: wv, args: { heads: 1, head_dim: d_head } }\n  c_kv:",
+        )
+        .replace("in: [s_win, s_cmp]", "in: [s_cmp, s_win]")
+        .replace("in: [p, kv, c]", "in: [p, c, v]");
+    let mut files = support::library_files();
+    files.insert(
+        "specs/components/test/toy_compressed_attention.yaml".into(),
+        separate.replace("CMP_GROWTH", "per_token"),
+    );
+    files.insert(
+        "specs/components/test/toy_hc_block.yaml".into(),
+        BLOCK.into(),
+    );
+    files.insert(
+        "specs/models/toy_v4.yaml".into(),
+        MODEL.replace("RATIO", "4"),
+    );
+    let a = eval(&Repo::from_files(files), &config(4));
+    let reads = a.decode_reads();
+    let of = |suffix: &str| {
+        reads
+            .iter()
+            .find(|r| a.nodes[r.node].id.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no read of {suffix}: {reads:?}"))
+    };
+    // The first set's values are read over the window only, the entries all of them.
+    assert_eq!(of(".wv").window.as_ref().map(|w| w.v), Some(8));
+    assert_eq!(a.nodes[of(".wv").reader].op, "attention_apply");
+    assert_eq!(of(".pooled").window, None);
 }

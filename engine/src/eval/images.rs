@@ -148,6 +148,7 @@ impl<'a> Walker<'a> {
             selected: None,
             compressed: None,
             stride: None,
+            joint: vec![],
             from: Rc::from([]),
             image: Some(Rc::new(PerImage {
                 input: name.clone(),

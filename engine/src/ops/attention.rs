@@ -79,10 +79,10 @@ pub(super) static OPS: &[OpSpec] = &[
     op!(
         "attention_apply",
         Contract,
-        Some(2),
+        None,
         [],
-        "Weighted sum of values. Inputs [probs, v]; probs heads a multiple of v heads.",
-        "[h, ctx], [hk, dv] -> [h, dv]",
+        "Weighted sum of values. Inputs [probs, v]; probs heads a multiple of v heads. Probabilities over scores concatenated along ctx (several key sets in one softmax) take one value input per key set, in the concat's order: [probs, v1, v2].",
+        "[h, ctx], [hk, dv] (, [hk, dv] ...) -> [h, dv]",
         "none",
         "0",
         "2*h*dv*L"
@@ -234,12 +234,31 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             Ok(OpOut::shape(vec![Axis::Dim(h), Axis::Dim(d)]))
         }
         "attention_score" | "attention_apply" => {
-            let arity_ok = inputs.len() == 2 || (op == "attention_score" && inputs.len() == 3);
+            let arity_ok = inputs.len() == 2
+                || (op == "attention_score" && inputs.len() == 3)
+                || (op == "attention_apply" && inputs.len() > 2);
             if !arity_ok {
                 return err(
                     code::SHAPE_ARITY,
                     format!("{op} takes 2 inputs, got {}", inputs.len()),
                 );
+            }
+            if op == "attention_apply"
+                && let Some((n, v)) = inputs
+                    .iter()
+                    .enumerate()
+                    .skip(2)
+                    .find(|(_, v)| *v != &inputs[1])
+            {
+                return Err(OpError {
+                    code: code::SHAPE_AXIS,
+                    message: format!(
+                        "attention_apply: value input {n} is {} but value input 1 is {}",
+                        show_shape(v),
+                        show_shape(&inputs[1])
+                    ),
+                    hint: Some("the key sets of one softmax give values of one shape: split and broadcast heads alike".into()),
+                });
             }
             let (q, k) = (&inputs[0], &inputs[1]);
             if q.len() != 2 || k.len() != 2 {
@@ -355,6 +374,51 @@ mod tests {
         assert_eq!(
             rope(&args(&base)).unwrap().flops_fixed.v,
             plain.flops_fixed.v
+        );
+    }
+
+    #[test]
+    fn scores_of_several_key_sets_concatenate_along_ctx_and_apply_takes_a_value_each() {
+        let d = |v| Axis::Dim(lit(v));
+        let scores = vec![d(8), Axis::Ctx];
+        let joint =
+            crate::ops::apply("concat", &[scores.clone(), scores.clone()], &args(&[])).unwrap();
+        assert_eq!(joint.shape, scores);
+        // Scores of other heads, or a value beside a score, are not one softmax's key sets.
+        let e = crate::ops::apply(
+            "concat",
+            &[scores.clone(), vec![d(4), Axis::Ctx]],
+            &args(&[]),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("along the context axis: input 2 is [4, ctx]"),
+            "{}",
+            e.message
+        );
+        assert!(
+            crate::ops::apply("concat", &[scores.clone(), vec![d(8), d(3)]], &args(&[])).is_err()
+        );
+        let v = vec![d(1), d(16)];
+        let out = apply(
+            "attention_apply",
+            &[scores.clone(), v.clone(), v.clone()],
+            &args(&[]),
+        )
+        .unwrap();
+        assert_eq!(out.shape, vec![d(8), d(16)]);
+        assert_eq!(out.flops_per_ctx.v, 2 * 8 * 16);
+        let e = apply(
+            "attention_apply",
+            &[scores, v, vec![d(1), d(32)]],
+            &args(&[]),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("value input 2 is [1, 32]"),
+            "{}",
+            e.message
         );
     }
 }

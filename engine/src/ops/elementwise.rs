@@ -19,8 +19,8 @@ pub(super) static OPS: &[OpSpec] = &[
         AxisConcat,
         None,
         ["axis?"],
-        "Concatenate along an axis (default the last); other axes must agree.",
-        "[..., a], [..., b] -> [..., a+b]",
+        "Concatenate along an axis (default the last); other axes must agree. Scores [h, ctx] of one query against several key sets, concatenated along ctx, are one softmax over all of them (DeepSeek-V4's window and compressed entries: `torch.cat([kv, compressed_kv], dim=2)`); each set keeps its own window, selection or compression, and attention_apply takes one value input per set.",
+        "[..., a], [..., b] -> [..., a+b]; [h, ctx], [h, ctx] -> [h, ctx]",
         "none",
         "0",
         "0"
@@ -173,6 +173,26 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                 );
             }
             let ax = ax as usize;
+            // Scores concatenated along the context axis are one softmax over several key
+            // sets; the evaluation counts each set's positions by its own law.
+            if inputs.iter().any(|s| s.get(ax) == Some(&Axis::Ctx)) {
+                return match inputs.iter().enumerate().find(|(_, s)| *s != &inputs[0]) {
+                    None => Ok(OpOut::shape(inputs[0].clone())),
+                    Some((n, s)) => Err(OpError {
+                        code: code::SHAPE_AXIS,
+                        message: format!(
+                            "concat along the context axis: input {} is {} but input 1 is {}",
+                            n + 1,
+                            show_shape(s),
+                            show_shape(&inputs[0])
+                        ),
+                        hint: Some(
+                            "concat scores ([heads, ctx]) of one query against several key sets"
+                                .into(),
+                        ),
+                    }),
+                };
+            }
             let mut total = Q::zero();
             for (n, s) in inputs.iter().enumerate() {
                 if s.len() != rank {
@@ -201,9 +221,8 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
                         });
                     }
                 }
-                match s[ax].dim() {
-                    Some(q) => total = &total + q,
-                    None => return err(code::SHAPE_AXIS, "concat along the context axis".into()),
+                if let Some(q) = s[ax].dim() {
+                    total = &total + q;
                 }
             }
             let mut shape = inputs[0].clone();
