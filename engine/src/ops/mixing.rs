@@ -1,5 +1,6 @@
 //! Reductions and mixing of activations: a sum over an axis, a product of two activations,
-//! Sinkhorn normalisation, copies along a new axis, and scaling by a factor. Hyper-connections
+//! Sinkhorn normalisation, copies along a new axis, a transpose, and scaling by or adding a
+//! constant. Hyper-connections
 //! (DeepSeek-V4: a residual of `hc_mult` streams) are written with these: the streams are
 //! expanded at the entry, collapsed by a weighted sum before each block, mixed by a learned
 //! doubly stochastic matrix, and collapsed at the head.
@@ -50,6 +51,28 @@ pub(super) static OPS: &[OpSpec] = &[
         "none",
         "0",
         "0 (a view)"
+    ),
+    op!(
+        "transpose",
+        Reshape,
+        Some(1),
+        [],
+        "Swap the last two axes (a mixing matrix consumed transposed: DeepSeek-V4's `comb.transpose(-1, -2)` before its matmul).",
+        "[..., m, n] -> [..., n, m]",
+        "none",
+        "0",
+        "0 (a view)"
+    ),
+    op!(
+        "shift",
+        Preserve,
+        Some(1),
+        ["by"],
+        "Add a constant, written as the source computes it (`by: config.hc_eps`, a sigmoid's `+ self.hc_eps`).",
+        "same",
+        "none",
+        "0",
+        "numel"
     ),
     op!(
         "scale",
@@ -173,18 +196,34 @@ pub(super) fn apply(op: &str, inputs: &[Shape], a: &dyn Args) -> Result<OpOut, O
             shape.extend(x0());
             Ok(OpOut::shape(shape))
         }
-        "scale" => {
-            match a.text("factor")? {
+        "scale" | "shift" => {
+            let arg = if op == "scale" { "factor" } else { "by" };
+            match a.text(arg)? {
                 Some(t) if !t.trim().is_empty() => {}
                 _ => {
                     return err(
                         code::SHAPE_AXIS,
-                        "scale: `factor` names the constant, as the source computes it".into(),
+                        format!("{op}: `{arg}` names the constant, as the source computes it"),
                     );
                 }
             }
             let s = x0();
             Ok(elementwise(OpOut::shape(s.clone()), &s, 1))
+        }
+        "transpose" => {
+            let mut s = x0();
+            let r = s.len();
+            if r < 2 || s[r - 2..].iter().any(|a| a.dim().is_none()) {
+                return err(
+                    code::SHAPE_RANK,
+                    format!(
+                        "transpose swaps the last two axes of a [..., m, n] value, got {}",
+                        show_shape(&s)
+                    ),
+                );
+            }
+            s.swap(r - 2, r - 1);
+            Ok(OpOut::shape(s))
         }
         other => err(code::SHAPE_ARITY, format!("no such op `{other}`")),
     }

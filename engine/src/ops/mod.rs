@@ -257,7 +257,13 @@ pub fn history(op: &str) -> History {
 pub fn is_view(op: &str) -> bool {
     matches!(
         op,
-        "head_split" | "head_merge" | "broadcast_heads" | "concat" | "spatial_merge" | "expand"
+        "head_split"
+            | "head_merge"
+            | "broadcast_heads"
+            | "concat"
+            | "spatial_merge"
+            | "expand"
+            | "transpose"
     )
 }
 

@@ -12,6 +12,7 @@
 pub mod expr;
 pub mod flow;
 mod lex;
+pub mod real;
 
 use std::ops::Range;
 

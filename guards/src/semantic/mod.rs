@@ -8,6 +8,7 @@
 
 pub mod bindings;
 mod compression;
+mod constants;
 mod count_anchor;
 mod dataflow;
 mod deployment;
@@ -40,6 +41,7 @@ pub fn check(
     out.extend(kinds::check(ir, a, truth, renames));
     out.extend(router_source::check(ir, a, truth));
     out.extend(router_scale::check(ir, a, truth));
+    out.extend(constants::check(ir, a, truth));
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth, anchored));
     out.extend(selection::check(a, truth, keys));
