@@ -13,9 +13,10 @@ pub(super) static OPS: &[OpSpec] = &[
             "scaling?",
             "interleaved?",
             "sections?",
-            "sections_interleaved?"
+            "sections_interleaved?",
+            "trailing?"
         ],
-        "Rotary position embedding on the first `rotary_dim` channels of the last axis. `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope); `interleaved` pairs adjacent channels instead of halves. Multi-axis rope (mRoPE): `sections` lists how many of the rotary_dim/2 frequencies each position axis (time, height, width) drives, summing to rotary_dim/2; `sections_interleaved` takes them round-robin (t h w t h w ...) instead of one contiguous run per axis.",
+        "Rotary position embedding on the first `rotary_dim` channels of the last axis (`trailing: true`: on the last ones, as DeepSeek-V4's `x[..., -rope_dim:]`). `scaling` names the rope type (default, linear, dynamic, yarn, llama3, longrope); `interleaved` pairs adjacent channels instead of halves. Multi-axis rope (mRoPE): `sections` lists how many of the rotary_dim/2 frequencies each position axis (time, height, width) drives, summing to rotary_dim/2; `sections_interleaved` takes them round-robin (t h w t h w ...) instead of one contiguous run per axis.",
         "[..., dim] -> same",
         "none",
         "0",

@@ -436,10 +436,51 @@ fn pairing(body: &str) -> Option<Layout> {
     None
 }
 
-/// How a rotary function pairs channels, following its calls three deep.
-fn layout_of(sk: &Skeleton, f: &str, depth: usize) -> Option<Layout> {
+/// Which channels of a head a partial rotary rotates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum End {
+    Leading,
+    Trailing,
+}
+
+impl End {
+    fn say(self) -> &'static str {
+        match self {
+            End::Leading => "the leading channels",
+            End::Trailing => "the trailing channels",
+        }
+    }
+}
+
+/// Which channels a body rotates, by the slices it takes: `x[..., -rope_dim:]` or
+/// `x[..., :-rope_dim]` (DeepSeek-V4) split off the trailing ones; `x[..., :rot]` beside
+/// `x[..., rot:]` the leading ones. A split at the middle is a pairing, not a partial rotary.
+fn rotated_end(body: &str) -> Option<End> {
+    let b: String = body.split_whitespace().collect();
+    if b.contains("[...,-") || b.contains("[...,:-") {
+        return Some(End::Trailing);
+    }
+    let mut rest = b.as_str();
+    while let Some(at) = rest.find("[...,:") {
+        rest = &rest[at + "[...,:".len()..];
+        let Some(close) = rest.find(']') else { break };
+        let bound = &rest[..close];
+        let plain = !bound.is_empty()
+            && !bound.contains("//")
+            && bound
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.".contains(c));
+        if plain && b.contains(&format!("[...,{bound}:]")) {
+            return Some(End::Leading);
+        }
+    }
+    None
+}
+
+/// What a rotary function computes, by `read` of its body, following its calls three deep.
+fn read_through<T>(sk: &Skeleton, f: &str, depth: usize, read: fn(&str) -> Option<T>) -> Option<T> {
     let body = sk.functions.get(f)?;
-    if let Some(l) = pairing(body) {
+    if let Some(l) = read(body) {
         return Some(l);
     }
     if depth == 0 {
@@ -448,7 +489,7 @@ fn layout_of(sk: &Skeleton, f: &str, depth: usize) -> Option<Layout> {
     calls(body)
         .into_iter()
         .filter(|g| *g != f && sk.functions.contains_key(g))
-        .find_map(|g| layout_of(sk, g, depth - 1))
+        .find_map(|g| read_through(sk, g, depth - 1, read))
 }
 
 /// Whether config (or the configuration class's default) makes `key` true.
@@ -483,12 +524,13 @@ fn tested_key(line: &str) -> Option<&str> {
 
 /// The layout of the rotary calls `lines` of the forward code make under the config it runs
 /// with.
-fn expected_layout(
+fn expected_layout<T: Copy + Ord>(
     truth: &Truth,
     sk: &Skeleton,
     lines: &[(usize, &str)],
-) -> Option<(Layout, String)> {
-    let mut found: BTreeSet<(Layout, String)> = BTreeSet::new();
+    read: fn(&str) -> Option<T>,
+) -> Option<(T, String)> {
+    let mut found: BTreeSet<(T, String)> = BTreeSet::new();
     for (j, (ind, line)) in lines.iter().enumerate() {
         let t = line.trim_start();
         if t.starts_with("def ") || t.starts_with('#') {
@@ -529,12 +571,12 @@ fn expected_layout(
                     }
                 }
             }
-            if applies && let Some(l) = layout_of(sk, f, 3) {
+            if applies && let Some(l) = read_through(sk, f, 3, read) {
                 found.insert((l, format!("`{f}`{why}")));
             }
         }
     }
-    let layouts: BTreeSet<Layout> = found.iter().map(|(l, _)| *l).collect();
+    let layouts: BTreeSet<T> = found.iter().map(|(l, _)| *l).collect();
     if layouts.len() == 1 {
         found.into_iter().next()
     } else {
@@ -546,10 +588,45 @@ fn expected_layout(
 /// vision tower's classes, or the text model's) calls does.
 fn rope_layout(a: &Analysis, truth: &Truth, sk: &Skeleton, parts: &PartLines) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let expected = [Part::Text, Part::Tower].map(|p| expected_layout(truth, sk, parts.get(p)));
+    let expected =
+        [Part::Text, Part::Tower].map(|p| expected_layout(truth, sk, parts.get(p), pairing));
+    let ends =
+        [Part::Text, Part::Tower].map(|p| expected_layout(truth, sk, parts.get(p), rotated_end));
     let mut seen = BTreeSet::new();
     for n in a.nodes.iter().filter(|n| n.op == "rope") {
         let part = Part::of(n);
+        let partial = match (n.args.get("rotary_dim"), n.args.get("dim")) {
+            (Some(r), Some(d)) => r.int.is_some() && r.int != d.int,
+            _ => false,
+        };
+        if let (true, Some((want, from))) = (partial, &ends[part as usize]) {
+            let got = if arg_flag(n, "trailing") {
+                End::Trailing
+            } else {
+                End::Leading
+            };
+            if got != *want {
+                once(
+                    &mut seen,
+                    Diagnostic::new(
+                        "semantic",
+                        code::ROPE_LAYOUT,
+                        format!(
+                            "rope `{}` rotates {} but the source's {from} rotates {}",
+                            n.id,
+                            got.say(),
+                            want.say()
+                        ),
+                        n.loc.clone(),
+                    )
+                    .hint(format!(
+                        "set `trailing: {}` on the rope op",
+                        *want == End::Trailing
+                    )),
+                    &mut out,
+                );
+            }
+        }
         let Some((want, from)) = &expected[part as usize] else {
             continue;
         };
@@ -617,6 +694,23 @@ mod tests {
         // A body that only calls another function says nothing itself.
         assert_eq!(
             pairing("q_embed = (q * cos) + (rotate_half(q) * sin)"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_rotated_channels_are_read_from_the_slices_taken() {
+        use super::{End, rotated_end};
+        let v4 =
+            "rope_dim = cos.shape[-1]\n    nope, rope = x[..., :-rope_dim], x[..., -rope_dim:]";
+        assert_eq!(rotated_end(v4), Some(End::Trailing));
+        let glm = "q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]";
+        assert_eq!(rotated_end(glm), Some(End::Leading));
+        // Halves of a full rotary are a pairing, not a partial rotary.
+        let llama = "x1 = x[..., : x.shape[-1] // 2]\n    x2 = x[..., x.shape[-1] // 2 :]";
+        assert_eq!(rotated_end(llama), None);
+        assert_eq!(
+            rotated_end("return (q * cos) + (rotate_half(q) * sin)"),
             None
         );
     }
