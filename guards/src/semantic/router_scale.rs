@@ -359,17 +359,17 @@ mod tests {
 
     #[test]
     fn literals_attributes_and_disagreement() {
-        let lit = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        w = w * 2.5\n        return w, i\n";
+        let lit = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, self.n_experts_per_tok)\n        w = w * 2.5\n        return w, i\n";
         assert!(matches!(scale_of(lit), Some(Scale::By(Factor::Literal(v), _)) if v == 2.5));
-        let attr = "class R:\n    def __init__(self, config):\n        self.s = getattr(config, \"route_scale\", 1.0)\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        w *= self.s\n        return w, i\n";
+        let attr = "class R:\n    def __init__(self, config):\n        self.s = getattr(config, \"route_scale\", 1.0)\n    def forward(self, x):\n        w, i = torch.topk(x, self.n_experts_per_tok)\n        w *= self.s\n        return w, i\n";
         assert_eq!(key(&scale_of(attr)), Some("route_scale"));
-        let two = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        w = w * 2.5\n        v = 3 * w\n        return w, i\n";
+        let two = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, self.n_experts_per_tok)\n        w = w * 2.5\n        v = 3 * w\n        return w, i\n";
         assert_eq!(scale_of(two), Some(Scale::Unknown));
         // A product with a call or a sum is not a factor on the weights.
-        let call = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        y = torch.sigmoid(x) * 2\n        z = w * 2 + 1\n        return w, i\n";
+        let call = "class R:\n    def forward(self, x):\n        w, i = torch.topk(x, self.n_experts_per_tok)\n        y = torch.sigmoid(x) * 2\n        z = w * 2 + 1\n        return w, i\n";
         assert_eq!(scale_of(call), Some(Scale::None));
         // Divided by top_k, then multiplied by it again: not read as a factor of k.
-        let undone = "class R:\n    def __init__(self, config):\n        self.k = config.num_experts_per_tok\n    def forward(self, x):\n        w, i = torch.topk(x, 2)\n        w = w / self.k\n        return w * self.k, i\n";
+        let undone = "class R:\n    def __init__(self, config):\n        self.k = config.num_experts_per_tok\n    def forward(self, x):\n        w, i = torch.topk(x, self.n_experts_per_tok)\n        w = w / self.k\n        return w * self.k, i\n";
         assert_eq!(scale_of(undone), Some(Scale::Unknown));
         assert_eq!(
             scale_of("class A:\n    def f(self):\n        x = y * 2\n"),

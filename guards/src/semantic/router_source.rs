@@ -79,7 +79,15 @@ pub(super) fn router_classes(src: &Sources) -> Vec<(usize, usize)> {
                     .iter()
                     .any(|c| c.method() == "topk")
             });
-            if selects && let Some(p) = m.stmts[def].parent {
+            // A sparse attention's indexer selects positions with `topk` too; a router selects
+            // among experts, so its class reads an expert count (`num_experts_per_tok`,
+            // `n_routed_experts`, `self.num_experts`).
+            if selects
+                && let Some(p) = m.stmts[def].parent
+                && !out.contains(&(mi, p))
+                && m.body(p)
+                    .any(|k| m.stmt_text(k).to_ascii_lowercase().contains("expert"))
+            {
                 out.insert((mi, p));
             }
         }
@@ -180,7 +188,7 @@ fn class_facts(src: &Sources, mi: usize, class: usize) -> (Vec<(String, String)>
 
 pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     let routers: Vec<_> = a.nodes.iter().filter(|n| n.op == "router").collect();
-    let config = &truth.config;
+    let config = crate::config_view::text(&truth.config);
     let silent_scoring = config.get("scoring_func").is_none_or(|v| v.is_null());
     let silent_renorm = config.get("norm_topk_prob").is_none_or(|v| v.is_null());
     if routers.is_empty() || (!silent_scoring && !silent_renorm) {
@@ -304,5 +312,10 @@ mod tests {
         assert_eq!(oss.renorm, Renorm::Never);
         // DeepSeek-V3 (sigmoid in its MoE's route_tokens_to_experts).
         assert_eq!(scoring(&facts("4.57.6", "deepseek_v3")), "sigmoid");
+        // MiniMax-M3: its sparse attention's indexer also calls `topk` (over blocks of
+        // positions) and takes no sum; the router is the one that always renormalizes.
+        let m3 = facts("5.23.0", "minimax_m3_vl");
+        assert!(matches!(&m3.renorm, Renorm::Always(_)), "{:?}", m3.renorm);
+        assert_eq!(scoring(&m3), "sigmoid");
     }
 }
