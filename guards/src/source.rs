@@ -196,6 +196,28 @@ pub fn forward_sources<'a>(
     }
 }
 
+/// A model's forward-source files ([`forward_sources`]), read into statements on first use
+/// and shared by the checks that ask, so that a validation parses each file once and one whose
+/// config settles every question parses none.
+pub struct Forward<'a> {
+    pub files: Vec<(&'a String, &'a String)>,
+    read: std::cell::OnceCell<crate::pysrc::Sources<'a>>,
+}
+
+impl<'a> Forward<'a> {
+    pub fn new(ir: &ModelIr, sources: &'a BTreeMap<String, String>) -> Forward<'a> {
+        Forward {
+            files: forward_sources(ir, sources),
+            read: std::cell::OnceCell::new(),
+        }
+    }
+
+    pub fn sources(&self) -> &crate::pysrc::Sources<'a> {
+        self.read
+            .get_or_init(|| crate::pysrc::Sources::read(&self.files))
+    }
+}
+
 /// What the source guard found: its errors, and what it could not compare with the source.
 pub struct Checked {
     pub errors: Vec<Diagnostic>,

@@ -12,8 +12,8 @@
 //! `1 / cap`. The spec's value must be one of them. Where some constant of the source reads a key config does not have, a value outside
 //! the set concludes nothing: the missing one might be it.
 
+use crate::source::Forward;
 use harch_engine::Analysis;
-use harch_engine::ir::ModelIr;
 
 use crate::pysrc::real::{self, Env, NotReal};
 use crate::pysrc::{Kind, Module, Sources, Tok};
@@ -287,7 +287,7 @@ fn config_value(
         .cloned()
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+pub fn check(a: &Analysis, truth: &Truth, forward: &Forward) -> Vec<Diagnostic> {
     let nodes: Vec<_> = a
         .nodes
         .iter()
@@ -304,16 +304,14 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
         .unwrap_or_default();
     let map = crate::config_spelling::attribute_map(&truth.sources);
     let lookup = |k: &str| config_value(&config, &map, &defaults, k);
-    let files = crate::source::forward_sources(ir, &truth.sources);
-    let src = Sources::read(&files);
-    let have = source_constants(&src, &lookup);
+    let have = source_constants(forward.sources(), &lookup);
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for n in nodes {
         let arg = if n.op == "scale" { "factor" } else { "by" };
         let text = n.args.get(arg).map(|v| v.text.clone()).unwrap_or_default();
         let (problem, hint) = match spec_value(&text, &lookup) {
-            Ok(v) if have.has(v).is_some() || have.unknown.is_some() || files.is_empty() => {
+            Ok(v) if have.has(v).is_some() || have.unknown.is_some() || forward.files.is_empty() => {
                 continue;
             }
             Ok(v) => (

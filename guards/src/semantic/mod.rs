@@ -39,9 +39,11 @@ pub fn check(
 ) -> Vec<Diagnostic> {
     let mut out = bindings::check(ir, a, truth, keys);
     out.extend(kinds::check(ir, a, truth, renames));
-    out.extend(router_source::check(ir, a, truth));
-    out.extend(router_scale::check(ir, a, truth));
-    out.extend(constants::check(ir, a, truth));
+    // One reading of the forward source for the checks that read it where config is silent.
+    let forward = crate::source::Forward::new(ir, &truth.sources);
+    out.extend(router_source::check(a, truth, &forward));
+    out.extend(router_scale::check(a, truth, &forward));
+    out.extend(constants::check(a, truth, &forward));
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth, anchored));
     out.extend(selection::check(a, truth, keys));

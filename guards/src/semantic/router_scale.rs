@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::source::Forward;
 use harch_engine::Analysis;
-use harch_engine::ir::ModelIr;
 
 use crate::pysrc::expr::calls;
 use crate::pysrc::{Kind, Module, Sources, Tok};
@@ -255,7 +255,7 @@ pub fn routed_scale(src: &Sources) -> Option<Scale> {
     })
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+pub fn check(a: &Analysis, truth: &Truth, forward: &Forward) -> Vec<Diagnostic> {
     let config = crate::config_view::text(&truth.config);
     let routers: Vec<_> = a
         .nodes
@@ -265,9 +265,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     if routers.is_empty() || config.get("routed_scaling_factor").is_some() {
         return Vec::new();
     }
-    let files = crate::source::forward_sources(ir, &truth.sources);
-    let src = Sources::read(&files);
-    let (want, why) = match routed_scale(&src) {
+    let (want, why) = match routed_scale(forward.sources()) {
         Some(Scale::None) => (
             1.0,
             "no statement of the forward source's routing classes multiplies the routed weights by a factor".to_string(),

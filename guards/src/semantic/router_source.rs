@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::source::Forward;
 use harch_engine::Analysis;
-use harch_engine::ir::ModelIr;
 
 use crate::pysrc::expr::{Call, calls};
 use crate::pysrc::{Kind, Module, Sources};
@@ -186,7 +186,7 @@ fn class_facts(src: &Sources, mi: usize, class: usize) -> (Vec<(String, String)>
     (scorings, renorm)
 }
 
-pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
+pub fn check(a: &Analysis, truth: &Truth, forward: &Forward) -> Vec<Diagnostic> {
     let routers: Vec<_> = a.nodes.iter().filter(|n| n.op == "router").collect();
     let config = crate::config_view::text(&truth.config);
     let silent_scoring = config.get("scoring_func").is_none_or(|v| v.is_null());
@@ -194,9 +194,7 @@ pub fn check(ir: &ModelIr, a: &Analysis, truth: &Truth) -> Vec<Diagnostic> {
     if routers.is_empty() || (!silent_scoring && !silent_renorm) {
         return Vec::new();
     }
-    let files = crate::source::forward_sources(ir, &truth.sources);
-    let src = Sources::read(&files);
-    let Some(facts) = router_facts(&src) else {
+    let Some(facts) = router_facts(forward.sources()) else {
         return Vec::new();
     };
     let mut out = Vec::new();
