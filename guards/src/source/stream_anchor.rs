@@ -8,26 +8,43 @@ use crate::pysrc::{At, Kind, Module, Sources, Tok};
 /// it lies in and the one the guard expected; `None` when one of its occurrences is one.
 pub(super) fn not_passing(src: &Sources, snippet: &str, stream: &str) -> Option<String> {
     let found = src.locate(snippet);
-    if found
+    let passing = found
         .iter()
-        .any(|occ| occ.iter().any(|&at| passes_on(src, at)))
-    {
+        .any(|occ| occ.iter().any(|&at| passes_on(src, at)));
+    // A bare name occurs in every statement that uses it: it pins none of them.
+    let bare = !snippet.trim().is_empty()
+        && snippet
+            .trim()
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    if passing && bare {
+        let expected = expected(src, stream);
+        return Some(format!(
+            "`{snippet}` is a name, not a statement; the guard expected {expected}"
+        ));
+    }
+    if passing {
         return None;
     }
     let lies_in = match found.first().and_then(|occ| occ.first()) {
         Some(&at) => format!("lies in {}, {}", src.describe(at), what_it_is(src, at)),
         None => "lies only in a comment".to_string(),
     };
-    let expected = match carried_statement(src) {
+    let expected = expected(src, stream);
+    Some(format!(
+        "`{snippet}` {lies_in}; the guard expected {expected}"
+    ))
+}
+
+/// The statement a stream's anchor should quote, for messages.
+fn expected(src: &Sources, stream: &str) -> String {
+    match carried_statement(src) {
         Some(at) => format!(
             "the statement that passes `{stream}` on, as {} does for the layers' hidden state",
             src.describe(at)
         ),
         None => format!("the statement of forward() that passes `{stream}` on"),
-    };
-    Some(format!(
-        "`{snippet}` {lies_in}; the guard expected {expected}"
-    ))
+    }
 }
 
 fn module<'a, 's>(src: &'a Sources<'s>, (m, _): At) -> &'a Module<'s> {
@@ -135,6 +152,10 @@ class Model(PreTrainedModel):
         let header = check("position_embeddings=None").unwrap();
         assert!(header.contains("a function's header"), "{header}");
         assert!(check("for decoder_layer in self.layers").is_some());
+        // A name that every statement using it holds is no statement.
+        let name = check("hidden_states").unwrap();
+        assert!(name.contains("is a name, not a statement"), "{name}");
+        assert!(name.contains("(modeling_x.py:8)"), "{name}");
         assert!(
             check("hidden_states = layer(")
                 .unwrap()
