@@ -12,6 +12,7 @@ mod constants;
 mod count_anchor;
 mod dataflow;
 mod deployment;
+mod glu_layout;
 mod kinds;
 mod mrope;
 mod parts;
@@ -44,6 +45,7 @@ pub fn check(
     out.extend(router_source::check(a, truth, &forward));
     out.extend(router_scale::check(a, truth, &forward));
     out.extend(constants::check(a, truth, &forward));
+    out.extend(glu_layout::check(a, &forward));
     out.extend(deployment::check(ir));
     out.extend(dataflow::check(ir, a, truth, anchored));
     out.extend(selection::check(a, truth, keys));
