@@ -73,14 +73,10 @@ impl Analysis {
             return Q::zero();
         };
         let pos = &p.positions;
-        let attended = Q::sum(
-            &n.spans()
-                .map(|s| match &s.window {
-                    Some(w) if w.v < pos.v => pos * w,
-                    _ => pos * pos,
-                })
-                .collect::<Vec<_>>(),
-        );
+        let attended = crate::rows::over_spans(n, |s| match &s.window {
+            Some(w) if w.v < pos.v => pos * w,
+            _ => pos * pos,
+        });
         &n.active * &(&(&n.flops_fixed * pos) + &(&n.flops_per_ctx * &attended))
     }
 

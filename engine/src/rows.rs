@@ -3,7 +3,7 @@
 //! figure per GPU and the model's total come from one formula.
 
 use crate::analysis::{
-    Analysis, CacheRow, GroupRow, NodeRow, WeightRow, attended_entries, attended_positions,
+    Analysis, CacheRow, GroupRow, KeySpan, NodeRow, WeightRow, attended_entries, attended_positions,
 };
 use crate::ir::Growth;
 use crate::ops::Axis;
@@ -38,10 +38,7 @@ impl Analysis {
     /// Entries a cache row holds for a context, before any window: one per token, or one per
     /// `ratio` tokens for a compressor's output (the source emits an entry per closed window).
     pub fn cache_row_entries_at(&self, c: &CacheRow, ctx: &Q) -> Q {
-        match &c.ratio {
-            Some(r) if r.v > 0 => Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v),
-            _ => ctx.clone(),
-        }
+        entries(ctx, c.ratio.as_ref())
     }
 
     /// Bytes one cache row adds per token over all its layers: its unit, or for a compressed
@@ -107,36 +104,23 @@ impl Analysis {
 
     /// FLOPs of a node row (all its active copies) for one sequence's decode step at a context.
     pub fn node_decode_flops(&self, n: &NodeRow, ctx: &Q) -> Q {
-        let attended = Q::sum(
-            &n.spans()
-                .map(|s| {
-                    let spanned = match &s.stride {
-                        Some(r) if r.v > 0 => {
-                            Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
-                        }
-                        _ => ctx.clone(),
-                    };
-                    match s.cap() {
-                        Some(w) if w.v < spanned.v => w.clone(),
-                        _ => spanned,
-                    }
-                })
-                .collect::<Vec<_>>(),
-        );
+        let attended = over_spans(n, |s| {
+            let spanned = entries(ctx, s.stride.as_ref());
+            match s.cap() {
+                Some(w) if w.v < spanned.v => w.clone(),
+                _ => spanned,
+            }
+        });
         &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &attended))
     }
 
     /// FLOPs of a node row (all its active copies) for one sequence's causal prefill of `seq`
     /// tokens.
     pub fn node_prefill_flops(&self, n: &NodeRow, seq: &Q) -> Q {
-        let attended = Q::sum(
-            &n.spans()
-                .map(|s| match &s.stride {
-                    Some(r) if r.v > 0 => attended_entries(seq, s.cap(), r),
-                    _ => attended_positions(seq, s.cap()),
-                })
-                .collect::<Vec<_>>(),
-        );
+        let attended = over_spans(n, |s| match &s.stride {
+            Some(r) if r.v > 0 => attended_entries(seq, s.cap(), r),
+            _ => attended_positions(seq, s.cap()),
+        });
         &n.active * &(&(&n.flops_fixed * seq) + &(&n.flops_per_ctx * &attended))
     }
 
@@ -172,6 +156,21 @@ impl Analysis {
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         })
     }
+}
+
+/// Entries of one per `ratio` tokens at a context (`entries(ctx, ratio)`, whole ones only), or
+/// every position where there is no ratio: what a compressed cache holds and what an
+/// attention over its entries spans.
+fn entries(ctx: &Q, ratio: Option<&Q>) -> Q {
+    match ratio {
+        Some(r) if r.v > 0 => Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v),
+        _ => ctx.clone(),
+    }
+}
+
+/// The sum over a node's key sets of what `f` counts for each.
+pub(crate) fn over_spans(n: &NodeRow, f: impl FnMut(KeySpan) -> Q) -> Q {
+    Q::sum(&n.spans().map(f).collect::<Vec<_>>())
 }
 
 /// `min(cap, ctx)` as one formula: a capped row's attended or held positions at every context,
@@ -221,23 +220,13 @@ impl Analysis {
                     && keep(n)
             })
             .map(|n| {
-                let attended = Q::sum(
-                    &n.spans()
-                        .map(|s| {
-                            // Attending compressed entries spans `entries(ctx, stride)` of them.
-                            let spanned = match &s.stride {
-                                Some(r) if r.v > 0 => {
-                                    Q::call("entries", &[ctx.clone(), r.clone()], ctx.v / r.v)
-                                }
-                                _ => ctx.clone(),
-                            };
-                            match s.cap() {
-                                Some(cap) => capped_positions(cap, &spanned),
-                                None => spanned,
-                            }
-                        })
-                        .collect::<Vec<_>>(),
-                );
+                let attended = over_spans(n, |s| {
+                    let spanned = entries(ctx, s.stride.as_ref());
+                    match s.cap() {
+                        Some(cap) => capped_positions(cap, &spanned),
+                        None => spanned,
+                    }
+                });
                 &n.active * &(&n.flops_fixed + &(&n.flops_per_ctx * &attended))
             })
             .collect();

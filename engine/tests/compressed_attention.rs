@@ -110,10 +110,15 @@ outputs: [head]
 "#;
 
 fn repo(ratio: &str, growth: &str) -> Repo {
+    repo_with(ATTENTION, ratio, growth)
+}
+
+/// The toy model with another attention component in place of [`ATTENTION`].
+fn repo_with(attention: &str, ratio: &str, growth: &str) -> Repo {
     let mut files = support::library_files();
     files.insert(
         "specs/components/test/toy_compressed_attention.yaml".into(),
-        ATTENTION.replace("CMP_GROWTH", growth),
+        attention.replace("CMP_GROWTH", growth),
     );
     files.insert(
         "specs/components/test/toy_hc_block.yaml".into(),
@@ -316,20 +321,7 @@ fn bad_compression_is_a_located_error() {
 #[test]
 fn one_softmax_over_two_key_sets_needs_a_value_input_for_each() {
     let one_value = ATTENTION.replace("in: [p, kv, c]", "in: [p, kv]");
-    let mut files = support::library_files();
-    files.insert(
-        "specs/components/test/toy_compressed_attention.yaml".into(),
-        one_value.replace("CMP_GROWTH", "per_token"),
-    );
-    files.insert(
-        "specs/components/test/toy_hc_block.yaml".into(),
-        BLOCK.into(),
-    );
-    files.insert(
-        "specs/models/toy_v4.yaml".into(),
-        MODEL.replace("RATIO", "4"),
-    );
-    let a = eval(&Repo::from_files(files), &config(4));
+    let a = eval(&repo_with(&one_value, "4", "per_token"), &config(4));
     let e = a.errors.first().expect("an error");
     assert!(
         e.message
@@ -356,20 +348,7 @@ fn a_decode_step_reads_each_value_set_of_a_joint_softmax_by_its_own_law() {
         )
         .replace("in: [s_win, s_cmp]", "in: [s_cmp, s_win]")
         .replace("in: [p, kv, c]", "in: [p, c, v]");
-    let mut files = support::library_files();
-    files.insert(
-        "specs/components/test/toy_compressed_attention.yaml".into(),
-        separate.replace("CMP_GROWTH", "per_token"),
-    );
-    files.insert(
-        "specs/components/test/toy_hc_block.yaml".into(),
-        BLOCK.into(),
-    );
-    files.insert(
-        "specs/models/toy_v4.yaml".into(),
-        MODEL.replace("RATIO", "4"),
-    );
-    let a = eval(&Repo::from_files(files), &config(4));
+    let a = eval(&repo_with(&separate, "4", "per_token"), &config(4));
     let reads = a.decode_reads();
     let of = |suffix: &str| {
         reads

@@ -105,12 +105,7 @@ fn attr_value(
             config,
             attr: &resolve,
         };
-        let v = match real::whole(m, value.clone(), &env, depth) {
-            Err(NotReal::Unknown) if is_config_key(m.span(value.clone()).trim()) => {
-                return Err(NotReal::NotConstant);
-            }
-            other => other?,
-        };
+        let v = value_of(m, value.clone(), &env, depth)?;
         match found {
             Some(f) if !same(f, v) => return Err(NotReal::Unknown),
             _ => found = Some(v),
@@ -161,8 +156,13 @@ fn left_operand_start(m: &Module, start: usize, end: usize) -> Option<usize> {
 
 /// The value of a whole expression, where a lone config key that config does not have is no
 /// constant (token ids and the like, whose defaults live on the base configuration class).
-fn value_of(m: &Module, r: std::ops::Range<usize>, env: &Env) -> Result<f64, NotReal> {
-    match real::whole(m, r.clone(), env, 0) {
+fn value_of(
+    m: &Module,
+    r: std::ops::Range<usize>,
+    env: &Env,
+    depth: usize,
+) -> Result<f64, NotReal> {
+    match real::whole(m, r.clone(), env, depth) {
         Err(NotReal::Unknown) if is_config_key(m.span(r).trim()) => Err(NotReal::NotConstant),
         other => other,
     }
@@ -207,7 +207,7 @@ pub fn source_constants(
             };
             let r = st.tokens.clone();
             if let Kind::Assign { value, .. } = &st.kind {
-                note(value_of(m, value.clone(), &env), false, &mut out);
+                note(value_of(m, value.clone(), &env, 0), false, &mut out);
             }
             for i in r.clone() {
                 let op = m.tok(i);
@@ -236,7 +236,7 @@ pub fn source_constants(
                         // Passed on, it may be a divisor there (`attn_weights / softcap`).
                         let text = m.span(a.clone()).trim();
                         if text.contains("config") || text.starts_with("self.") {
-                            note(value_of(m, a, &env), true, &mut out);
+                            note(value_of(m, a, &env, 0), true, &mut out);
                         }
                     }
                 }
